@@ -97,14 +97,18 @@ node's span (as sqlglot's dialects map an expression class to its rendering):
 a field or an operand is a child node, not a stretch of tokens delimited by counting
 parentheses; whether a call is a ``FROM`` item or sits inside ``CASE`` is read off the tree.
 The text is rewritten once, bottom-up: a rule receives its children's texts with the nodes
-found inside them already rewritten, so nested constructs need no second reading.
+found inside them already rewritten, so nested constructs need no second reading. A node
+asks only the entries of its key (a call's name, an operator's type such as ``ARRAY_SLICE``,
+another node's class such as ``CAST``), in the order they are listed; the first rule found
+is its rule. Each entry names the words and operators that may make its nodes.
 
 Invariants:
 
 * The tree is read only when the text may hold a node of the table (:func:`may_transform`,
-  one pass over the text's cached tokens). A text without one
-  costs that scan, so the front end's per-statement cost is unchanged for it; a text with
-  one costs DuckDB's ``json_serialize_sql`` of it once (its tree is cached per text).
+  one pass over the text's cached tokens: a word or operator the entries name, or a token
+  in a context they read). A text without one costs that scan (reading its tree would cost
+  more than the rest of translation); a text with one costs reading its tree once (cached
+  per text).
 * A call is matched by its name as written (a bare or quoted identifier, not a qualified
   name's part) and only on the node DuckDB made of it (``f(x) * 2`` is a ``*`` node
   starting at ``f``).
@@ -119,6 +123,7 @@ from __future__ import annotations
 
 import bisect
 import dataclasses
+import functools
 import math
 import re
 import struct
@@ -609,10 +614,11 @@ _CONDITIONAL_CALLS = {"nullif", "greatest", "least"}
 REAL_WIDEN = RESERVED_PREFIX + "real_widen"
 _EXACT_DUCK_TYPES = ("TINYINT", "SMALLINT", "INTEGER", "BIGINT", "HUGEINT", "UTINYINT", "USMALLINT",
                      "UINTEGER", "UBIGINT", "DECIMAL")
-_REAL_OPS = {"+": "+", "-": "-", "*": "*", "/": "/", "//": "/", **{k: v for k, v in (
-    ("COMPARE_EQUAL", "="), ("COMPARE_NOTEQUAL", "<>"), ("COMPARE_LESSTHAN", "<"),
-    ("COMPARE_GREATERTHAN", ">"), ("COMPARE_LESSTHANOREQUALTO", "<="),
-    ("COMPARE_GREATERTHANOREQUALTO", ">="))}}
+_COMPARISONS = {"COMPARE_EQUAL": "=", "COMPARE_NOTEQUAL": "<>", "COMPARE_LESSTHAN": "<",
+                "COMPARE_GREATERTHAN": ">", "COMPARE_LESSTHANOREQUALTO": "<=",
+                "COMPARE_GREATERTHANOREQUALTO": ">="}
+_ARITHMETIC = {"+": "+", "-": "-", "*": "*", "/": "/", "//": "/"}  # DuckDB names PostgreSQL's / "//"
+_REAL_OPS = {**_ARITHMETIC, **_COMPARISONS}
 
 
 def _shows_real(n: Expression, text: str, memo: dict | None = None) -> bool:
@@ -666,11 +672,12 @@ def _real_mixed(c: Call) -> str:
 
 
 def may_transform(text: str, toks) -> bool:
-    """Whether ``text`` (whose tokens are ``toks``) may hold a node of the table: a word
-    naming a call of :data:`CALLS`, ``LIKE``/``ILIKE``/``~~``, ``numeric``/``decimal``,
-    ``float``/``bytea``, a number with a point or exponent, or ``)`` before a comparison or
-    ``IS NULL`` (a superset: the tree decides). One pass over the cached tokens; the tree is
-    read only when this holds.
+    """Whether ``text`` (whose tokens are ``toks``) may hold a node of the table: a word or
+    operator an entry of the table names as its trigger (a call of :data:`CALLS`, ``LIKE``,
+    ``numeric``, ``float``, ``~~``, ``->``, ...), a number with a point or exponent, or a
+    token in a context the entries of subscripts, arrays, casts, rows and arithmetic read
+    (``::text``, ``a[i]``, ``f * g``, ``)`` before a comparison or ``IS NULL``): a superset,
+    the tree decides. One pass over the cached tokens; the tree is read only when this holds.
 
     >>> from colmz.sql.tokens import tokenize
     >>> [may_transform(s, tokenize(s)) for s in ("SELECT t1.x FROM t1", "SELECT lpad(x, 2)")]
@@ -701,26 +708,16 @@ def may_transform(text: str, toks) -> bool:
                 return True  # a call of the table, or a quoted name PostgreSQL has no function of
         elif k == "op":
             x = t.text
-            if x in _LIKES or x in _REGEXP_OPS or x in ("->", "->>", "^", "||", "@>", "<@", "@") or (
-                    x == "::" and i + 1 < n and toks[i + 1].text.lower() in _CAST_TARGETS) or (
+            if x in _MAY_OPS or (x == "::" and i + 1 < n and toks[i + 1].text.lower() in _CAST_TARGETS) or (
                     x in _PAIR_OPS and 0 < i < n - 1 and _operands_at(toks, i)):
                 return True
-            if x == "[" and i > 1 and (toks[i - 1].text == "[" or (toks[i - 1].upper == "ARRAY"
-                                                                    and toks[i - 2].text == "[")):
-                return True  # a sub-array (_array_shape)
-            if x == ":":
-                return True  # an array slice (_array_slice)
-            if x == "[" and i > 0 and (toks[i - 1].text in (")", "]") or toks[i - 1].kind in ("string", "number")):
-                return True  # a subscript of what PostgreSQL may not subscript (_check_subscript)
-            if x == "[" and i > 0 and toks[i - 1].kind in ("word", "qident") and i + 1 < n \
-                    and toks[i + 1].text != "]" and toks[i - 1].upper != "ARRAY":
-                return True  # a subscript of a column (_subscript_chain)
-            if x == "[" and i > 0 and toks[i - 1].upper == "ARRAY" and any(
+            if x == "[" and i > 0 and (toks[i - 1].upper != "ARRAY" or (i > 1 and toks[i - 2].text == "[") or (
+                    i + 1 < n and toks[i + 1].text == "]") or any(
                     t.kind == "qident" or (t.kind == "word" and t.upper not in _CONSTANT_WORDS)
-                    for t in toks[i + 1 : closing(toks, i)]):
-                return True  # maybe sub-arrays known when it runs (_array_rows)
-            if x == "[" and i + 1 < n and toks[i + 1].text == "]" and toks[i - 1].kind == "word":
-                return True  # maybe a cast to an array type (_array_text_cast)
+                    for t in toks[i + 1 : closing(toks, i)])):
+                # a subscript, a slice, a sub-array, an array type; an ARRAY[...] whose sub-arrays'
+                # shapes may be known only when it runs (only an ARRAY[...] of constants is not read)
+                return True
             if x == "(" and 0 < i < n - 1 and (toks[i - 1].upper in ("SELECT", "DISTINCT") or toks[i - 1].text == ","):
                 opens.append(i)
     return _MAY_COMPARE_ROWS.search(text) is not None or (opens and _may_row_item(toks, opens)) \
@@ -809,9 +806,6 @@ def _own_roots(d: Query, tables: bool = True) -> list[tuple[Expression, bool]]:
 #: NULL`` (a superset; the tree decides).
 _MAY_COMPARE_ROWS = re.compile(
     r"\)\s*(=|<>|!=|<=|>=|<|>|in\b|not\s+in\b)\s*(\(|row\b)|\)\s*is\s+(not\s+)?null\b", re.IGNORECASE)
-_COMPARISONS = {"COMPARE_EQUAL": "=", "COMPARE_NOTEQUAL": "<>", "COMPARE_LESSTHAN": "<",
-                "COMPARE_GREATERTHAN": ">", "COMPARE_LESSTHANOREQUALTO": "<=",
-                "COMPARE_GREATERTHANOREQUALTO": ">="}
 _ROW_TESTS = {"OPERATOR_IS_NULL": "IS NULL", "OPERATOR_IS_NOT_NULL": "IS NOT NULL"}
 
 
@@ -1217,9 +1211,9 @@ def _column_slice(c: Call) -> str:
     return _array_slice(c, column=True)
 
 
-def _node_rule(e: Expression, text: str) -> Rule | None:
+def _node_rule(e: Expression, w: _Walk) -> Rule | None:
     # The rule of a row comparison node of the tree (None: none applies).
-    kids = e.children
+    kids, text = e.children, w.text
     if e.type in _COMPARISONS and len(kids) == 2 and (_is_row(kids[0]) or _is_row(kids[1])):
         if kids[0].cls == "SUBQUERY" or kids[1].cls == "SUBQUERY":
             return _row_subquery  # (a, b) = (SELECT 1, 2)
@@ -1240,7 +1234,6 @@ def _node_rule(e: Expression, text: str) -> Rule | None:
 # ----------------------------------------------------------------------------- numbers
 
 _NUMERIC_TYPES = type_words("numeric")
-_ARITHMETIC = {"+": "+", "-": "-", "*": "*", "/": "/", "//": "/"}  # DuckDB names PostgreSQL's / "//"
 #: What PostgreSQL's unconstrained ``numeric`` cast of a non-constant ``x`` becomes: ``x``
 #: plus a zero of ``DECIMAL(1,0)`` (DuckDB's sum of decimals has the larger scale and of a
 #: double and a decimal is a double): an integer becomes a ``DECIMAL(p,0)``, a decimal
@@ -1458,8 +1451,9 @@ def _cast(c: Call) -> str | None:
 _TYPE_NAMES = {"jsonb": "JSON", "mz_timestamp": "UBIGINT"}
 
 
-def _type_rule(e: Expression, text: str) -> Rule | None:
+def _type_rule(e: Expression, w: _Walk) -> Rule | None:
     # ``float`` (not ``float(p)``) is DOUBLE; a cast to bytea reads PostgreSQL's input.
+    text = w.text
     if e.cls == "TYPE" and _type_text(e, text) == "float" and all(c.cls == "TYPE" for c in e.children):
         return _double
     if e.cls == "TYPE" and not e.children and (new := _TYPE_NAMES.get(_type_text(e, text))):
@@ -2474,32 +2468,11 @@ def _with_alias(rule: Rule | None, name: str) -> Rule:
     return aliased
 
 
-def _cast_rule(e: Expression, text: str) -> Rule | None:
-    # A cast (not TRY_CAST) to a plain type of _CAST_TARGETS (not ``varchar(n)``, ``text[]``).
-    if _is_cast(e, text) and not e.children[1].children and _type_text(e.children[1], text) in _CAST_TARGETS:
-        return _cast
-    return None
-
-
 # ----------------------------------------------------------------------------- applying the table
 
 #: PostgreSQL's regular expression match operators (DuckDB's regexp_matches nodes).
 _REGEXP_OPS = frozenset({"~", "!~", "~*", "!~*"})
 
-#: Words that may make a node of the table (see :func:`may_transform`).
-#: (``sum``'s rule reads a real argument only, whose cast writes one of them: ``real``, ``float4``)
-_TREE_WORDS = frozenset(CALLS) - {"sum"} | {"like", "ilike", "numeric", "decimal", "float", "bytea", "float8",
-                                   "float4", "real", "double", "jsonb", "row", "cast", "char", "character",
-                                   "bpchar",
-                                   *_TYPE_NAMES}
-#: The tokens of an ASCII text :func:`may_transform` tests: words (in upper case) of
-#: :data:`_TREE_WORDS` and ``varchar``/``varying``, the operators it reads, numbers, quoted names.
-_MAY_WORDS = frozenset({*(w.upper() for w in _TREE_WORDS), "VARCHAR", "VARYING"})
-_MAY_TEXTS = frozenset({*_LIKES, *_REGEXP_OPS, "->", "->>", "^", "||", "@>", "<@", "@", "::", "(", "[", ":", *_PAIR_OPS})
-_NUMBER_QIDENT = frozenset({"number", "qident"})
-_CONSTANT_WORDS = frozenset({"NULL", "TRUE", "FALSE"})
-if not all(w.isascii() and w == w.lower() for w in _TREE_WORDS):  # pragma: no cover - the sets above need it
-    raise AssertionError("_TREE_WORDS must be lower-case ASCII")
 
 #: Words showing a float may be computed (a float type, a function of a double result): the
 #: text of arithmetic over one, or over an exponent literal, is read for the overflow check
@@ -2511,6 +2484,254 @@ _FLOAT_HINTS = frozenset({"float", "float8", "float4", "real", "double", "sqrt",
                           "tan", "cot", "asin", "acos", "atan", "atan2", "stddev", "stddev_samp",
                           "stddev_pop", "variance", "var_samp", "var_pop", "percentile_cont"})
 _FLOAT_HINTS_UPPER = frozenset(w.upper() for w in _FLOAT_HINTS)
+
+
+class _Walk:
+    # What the table's finders read of the statement being walked: the text its spans index
+    # (``text``, the statement after ``offset`` blanks), its tokens and their starts, its
+    # trees, and the answers read once per statement (constants, reals, array columns,
+    # subscript chains, the starts of quoted calls with capitals).
+    def __init__(self, stmts, text: str, toks, offset: int) -> None:
+        self.stmts, self.text, self.toks, self.offset = stmts, text, toks, offset
+        self.starts = [t.start for t in toks]
+        self.constants: dict[int, PgNumeric | None] = {}  # each node's _constant, read once
+        self.reals: dict[int, bool] = {}  # each node's _shows_real
+        self.item = False  # whether the node is a select item
+
+    @functools.cached_property
+    def arrays(self) -> frozenset[tuple[int, int]]:
+        # array_columns of the statement, read when a finder first asks
+        return array_columns(self.stmts, self.text)
+
+    @functools.cached_property
+    def chains(self) -> dict[int, int]:
+        # each outermost subscript of a chain (a[i][j]) by id, with its number of subscripts
+        inner, ends, out = set(), {}, {}
+        for d in (d for q in self.stmts for d in all_queries(q)):
+            for root, _ in _own_roots(d):
+                for k in root.walk():
+                    if k.type == "ARRAY_EXTRACT" and k.children:
+                        ends[id(k)] = k
+                        if k.children[0].type == "ARRAY_EXTRACT":
+                            inner.add(id(k.children[0]))
+        for i, k in ends.items():
+            if i not in inner:
+                depth = 0
+                while k.type == "ARRAY_EXTRACT" and k.children:
+                    depth, k = depth + 1, k.children[0]
+                out[i] = depth
+        return out
+
+    @functools.cached_property
+    def capitals(self) -> dict:
+        # the quoted names with capitals before "(", by their start
+        toks = self.toks
+        return {t.start: t for i, t in enumerate(toks[:-1])
+                if t.kind == "qident" and toks[i + 1].text == "(" and t.name != t.name.lower()}
+
+    def token_at(self, e: Expression):
+        # The token starting where node ``e`` starts, and the one after it (None when none).
+        toks, at = self.toks, e.start - self.offset
+        i = bisect.bisect_left(self.starts, at)
+        if i + 1 < len(toks) and toks[i].start == at:
+            return toks[i], toks[i + 1]
+        return (toks[i], None) if i < len(toks) and toks[i].start == at else (None, None)
+
+    def quoted_capital(self, e: Expression) -> None:
+        # PostgreSQL's function names are lower case and a quoted name is matched as
+        # written; DuckDB matches function names without case
+        t = self.capitals.get(e.start - self.offset)
+        if t is not None and e.name[0].lower() == t.name.lower():
+            raise SQLError(f"function {_written(self.text, e)[: len(t.text)]}() does not exist")
+
+
+#: A finder: the rule of a node (None: this entry does not apply to it).
+Finder = Callable[[Expression, _Walk], "Rule | None"]
+
+#: The table of transforms: a node's key (:func:`_rule_of`: a call's name in lower case, an
+#: operator's DuckDB type, another node's DuckDB class) -> the finders of the entries that may apply to it, in the order they
+#: are asked (the first rule found is the node's). A node of a key not here has no rule.
+_TABLE: dict[str, list[Finder]] = {}
+#: The words and operator tokens that may make a node of the table (each entry names those
+#: of its nodes): :func:`may_transform` reads a text's tree only when one of them is in it.
+_TRIGGER_WORDS: set[str] = set()
+_TRIGGER_OPS: set[str] = set()
+
+
+def _entry(keys, words=(), ops=()) -> Callable[[Finder], Finder]:
+    # Adds the decorated finder to the table under ``keys``, triggered by ``words``/``ops``.
+    def add(finder: Finder) -> Finder:
+        for k in keys:
+            _TABLE.setdefault(k, []).append(finder)
+        _TRIGGER_WORDS.update(words)
+        _TRIGGER_OPS.update(ops)
+        return finder
+
+    return add
+
+
+_CASTS = ("CAST",)
+
+
+def _when(keys, rule: Rule, when: Callable[[Expression, _Walk], bool] | None = None, words=(), ops=()) -> None:
+    # An entry whose rule is ``rule`` for a node of ``keys`` for which ``when`` holds.
+    _entry(keys, words, ops)(lambda e, w: rule if when is None or when(e, w) else None)
+
+
+# The entries, in the order a node's are asked (of one key: the first rule found applies).
+# (the magnitude of a number triggers it: may_transform reads numbers)
+_when(("CONSTANT",), _smallest_int,
+      lambda e, w: e.literal is not None and e.literal.kind == "INTEGER" and e.literal.text in _SMALLEST_INTS)
+
+
+@_entry(("CONSTANT", *_CASTS, *_ARITH_OPS))
+def _fold_entry(e: Expression, w: _Walk) -> Rule | None:
+    # constant arithmetic holding a numeric: its value, as PostgreSQL computes it (a lone
+    # literal DuckDB reads as PostgreSQL does, a decimal with its scale: only an exponent's)
+    if (e.cls == "CONSTANT" and (e.literal is None or "e" not in e.literal.text.lower())) \
+            or (e.cls == "FUNCTION" and not is_arith(e)):
+        return None
+    v = _constant(e, w.text, w.constants)
+    return (lambda c, v=v: _folded(c.node, c.text, v)) if v is not None and v.is_numeric else None
+
+
+@_entry(_CASTS, words=("numeric", "decimal"))
+def _numeric_entry(e: Expression, w: _Walk) -> Rule | None:
+    if _constant(e, w.text, w.constants) is None and _numeric_target(e, w.text):
+        return _numeric_cast
+    if _numeric_typmod_target(e, w.text) is not None:
+        return _numeric_typmod_cast
+    return _mixed_scale_text if len(e.children) == 2 and _mixed_scales(e.children[0], w.text) else None
+
+
+# (NULL and a string literal read as reals, as in PostgreSQL; the real cast triggers it)
+_when((*_ARITH_OPS, "COMPARISON"), _real_mixed, lambda e, w: _real_operator(e) is not None
+      and _shows_real(e.children[0], w.text, w.reals) != _shows_real(e.children[1], w.text, w.reals)
+      and not any(k.literal is not None and k.literal.kind in ("NULL_LITERAL", "STRING") for k in e.children))
+# PostgreSQL's ^ is its power(): its domain errors, not DuckDB's NaN or infinity
+_when(("^",), lambda c: f"{CHECKED_MATH['power']}({c.args[0]}, {c.args[1]})",
+      lambda e, w: e.cls == "FUNCTION" and len(e.children) == 2, ops=("^",))
+# (a row comparison is triggered by _MAY_COMPARE_ROWS, read in may_transform)
+_entry(("COMPARISON", *_ROW_TESTS, "COMPARE_IN", "OPERATOR_NOT", "SUBQUERY"))(_node_rule)
+# (and varchar(n), varying(n): may_transform reads the "(")
+_entry(("TYPE", *_CASTS), words=("float", "float8", "float4", "real", "double", "bytea", "jsonb", "char",
+                                 "character", "bpchar", *_TYPE_NAMES))(_type_rule)
+_when(("||",), _concat, lambda e, w: e.cls == "FUNCTION", ops=("||",))
+_when(("LAMBDA",), _jsonb_arrow, lambda e, w: len(e.children) == 2, ops=("->",))
+_when(("->>",), _jsonb_text_arrow, lambda e, w: e.cls == "FUNCTION" and len(e.children) == 2, ops=("->>",))
+
+
+@_entry(("regexp_matches",), ops=_REGEXP_OPS)
+def _regexp_entry(e: Expression, w: _Walk) -> Rule | None:
+    t, _ = w.token_at(e)  # written as a call: refused by name
+    written = t is not None and t.kind in ("word", "qident") and t.name == "regexp_matches"
+    return _regexp_operator if e.cls == "FUNCTION" and e.name == ("regexp_matches",) and not written else None
+
+
+_when(("OPERATOR_NOT",), _regexp_not, lambda e, w: len(e.children) == 1 and e.children[0].name == (
+    "regexp_matches",) and (e.children[0].start, e.children[0].end) == (e.start, e.end))
+
+
+# (may_transform reads "[" in context: sub-arrays, subscripts, slices, casts to arrays)
+@_entry(("ARRAY_CONSTRUCTOR",))
+def _array_entry(e: Expression, w: _Walk) -> Rule | None:
+    if _array_shape(e) is None:
+        return _ragged_array
+    if not all(_is_list(k) for k in e.children) and any(
+            _is_array(k) or (k.cls == "COLUMN_REF" and (k.start, k.end) in w.arrays) for k in e.children):
+        return _array_rows  # sub-arrays not all written as lists: their shapes known when it runs
+    return None
+
+
+@_entry(("ARRAY_EXTRACT", "ARRAY_SLICE"), ops=(":",))
+def _subscript_entry(e: Expression, w: _Walk) -> Rule | None:
+    if not e.children:
+        return _array_slice if e.type == "ARRAY_SLICE" else None
+    _check_subscript(e, w.text)
+    inner = e.children[0]
+    if e.type == "ARRAY_SLICE":
+        return _column_slice if inner.cls == "COLUMN_REF" and (inner.start, inner.end) in w.arrays else _array_slice
+    if inner.type == "ARRAY_SLICE":
+        return _refuse("a subscript of an array slice (PostgreSQL reads a[lo:hi][i] as one subscript "
+                       "per dimension) is not supported by colmz")
+    return _subscript_chain(w.chains[id(e)]) if id(e) in w.chains else None
+
+
+_when(_CASTS, _array_text_cast, lambda e, w: _is_cast(e, w.text) and e.children[0].literal is not None
+      and e.children[0].literal.kind == "STRING" and e.children[1].start >= 0
+      and w.text[e.children[1].start : e.end].rstrip(" )").endswith("]"))
+_when(("row",), _row_value, lambda e, w: w.item and _is_row(e), words=("row",))
+# A cast (not TRY_CAST) to a plain type of _CAST_TARGETS (not ``varchar(n)``, ``text[]``);
+# (and ``::`` before one, read by may_transform)
+_when(_CASTS, _cast, lambda e, w: _is_cast(e, w.text) and not e.children[1].children
+      and _type_text(e.children[1], w.text) in _CAST_TARGETS, words=("cast",))
+for _op, _rule in jsonb.OPERATORS.items():  # (a rule may give None: not jsonb)
+    _when((_op,), _rule, lambda e, w: e.cls == "FUNCTION", ops=("@>", "<@", "@"))
+# jsonb - text (None for any other -)
+_when(("-",), jsonb.MINUS, lambda e, w: e.cls == "FUNCTION" and len(e.children) == 2)
+_when(_LIKES, _like, lambda e, w: len(e.children) == 2, words=("like", "ilike"), ops=_LIKES)
+
+
+def _named_call(written: str) -> Finder:
+    # The entry of a call of CALLS written as ``written`` (a word or quoted name before "("):
+    # only the node DuckDB made of it (``f(x) * 2`` is a ``*`` node starting at ``f``).
+    rule = CALLS[written]
+
+    def finder(e: Expression, w: _Walk) -> Rule | None:
+        t, after = w.token_at(e)
+        return rule if after is not None and t.kind in ("word", "qident") and after.text == "(" \
+            and t.name == written else None
+
+    return finder
+
+
+#: The finders of CALLS' entries, each with the name it matches as written.
+_CALL_NAMES: dict[Finder, str] = {}
+for _written_name in CALLS:
+    _finder = _named_call(_written_name)
+    _CALL_NAMES[_finder] = _written_name
+    # (sum's rule reads a real argument only, whose cast writes real or float4)
+    _entry((_ALIASES.get(_written_name, _written_name),),
+           words=() if _written_name == "sum" else (_written_name,))(_finder)
+
+
+def _rule_of(e: Expression, w: _Walk) -> tuple[Rule | None, str]:
+    # The rule of node ``e`` (and, for a call of CALLS, its name as written): the first the
+    # entries of its key give -- a call's (or window's) name in lower case (a qualified
+    # name has none), an operator node's DuckDB type (``COMPARE_IN``, ``ARRAY_SLICE``, ...),
+    # any other node's DuckDB class (``CAST``, ``COMPARISON``, ...): types and classes are
+    # upper case, never a call's key. No entry takes a node whose place is unknown.
+    cls = e.cls
+    if cls == "FUNCTION" or cls == "WINDOW":
+        if len(e.name) != 1 or e.start < 0:
+            return None, ""
+        if w.capitals:
+            w.quoted_capital(e)  # (no entry takes a quoted name with capitals: every one is lower case)
+        finders = _TABLE.get(e.name[0].lower())
+    else:
+        finders = _TABLE.get(e.type if cls == "OPERATOR" else cls)
+        if e.start < 0:
+            return None, ""
+    if finders is not None:
+        for finder in finders:
+            if (rule := finder(e, w)) is not None:
+                return rule, _CALL_NAMES.get(finder, "")
+    return None, ""
+
+
+#: Words that may make a node of the table (lower case), as its entries name them
+#: (see :func:`may_transform`).
+_TREE_WORDS = frozenset(_TRIGGER_WORDS)
+#: The tokens of an ASCII text :func:`may_transform` tests: words (in upper case) of
+#: :data:`_TREE_WORDS` and ``varchar``/``varying``, the operators the entries name and those
+#: it reads in context (``(``, ``+ - * /``), numbers, quoted names.
+_MAY_WORDS = frozenset({*(w.upper() for w in _TREE_WORDS), "VARCHAR", "VARYING"})
+_MAY_OPS = frozenset(_TRIGGER_OPS)
+_MAY_TEXTS = _MAY_OPS | {"::", "(", "[", *_PAIR_OPS}
+_NUMBER_QIDENT = frozenset({"number", "qident"})
+_CONSTANT_WORDS = frozenset({"NULL", "TRUE", "FALSE"})
+if not all(w.isascii() and w == w.lower() for w in _TREE_WORDS):  # pragma: no cover - the sets above need it
+    raise AssertionError("_TREE_WORDS must be lower-case ASCII")
 
 
 def apply_transforms(text: str, toks) -> str:
@@ -2533,143 +2754,17 @@ def apply_transforms(text: str, toks) -> str:
         for q in stmts:
             _derived_items(q, derived, realiased, wrapped, toks, offset)
     unchecked: list = []  # (_unchecked's nodes, whether ``pairs``), read at the first arithmetic
-    constants: dict[int, PgNumeric | None] = {}  # each node's _constant and _shows_real, read once
-    reals: dict[int, bool] = {}
-    starts = [t.start for t in toks]
+    w = _Walk(stmts, wrapped, toks, offset)
+    starts, constants = w.starts, w.constants
     found: list[tuple[Expression, Rule, str, bool, str]] = []
-    known_arrays: list[frozenset[tuple[int, int]]] = []
-    outermost: list[dict[int, int]] = []
-
-    def chains() -> dict[int, int]:
-        # each outermost subscript of a chain (a[i][j]) by id, with its number of subscripts
-        if not outermost:
-            inner, ends = set(), {}
-            for d in (d for q in stmts for d in all_queries(q)):
-                for root, _ in _own_roots(d):
-                    for k in root.walk():
-                        if k.type == "ARRAY_EXTRACT" and k.children:
-                            ends[id(k)] = k
-                            if k.children[0].type == "ARRAY_EXTRACT":
-                                inner.add(id(k.children[0]))
-            outermost.append({})
-            for i, k in ends.items():
-                if i not in inner:
-                    depth = 0
-                    while k.type == "ARRAY_EXTRACT" and k.children:
-                        depth, k = depth + 1, k.children[0]
-                    outermost[0][i] = depth
-        return outermost[0]
-
-    def arrays() -> frozenset[tuple[int, int]]:
-        # array_columns of the statement, read when a rule first asks
-        if not known_arrays:
-            known_arrays.append(array_columns(stmts, wrapped))
-        return known_arrays[0]
-
-    def rule_of(e: Expression, item: bool) -> tuple[Rule | None, str]:
-        # The table's entry for node ``e`` (``item``: a select item; and, for a call, its
-        # name as written). No rule takes a column or a star; a constant only the two first.
-        cls = e.cls
-        if e.start < 0 or cls == "COLUMN_REF" or cls == "STAR":
-            return None, ""
-        if cls == "CONSTANT":
-            lit = e.literal
-            if lit is not None and lit.kind == "INTEGER" and lit.text in _SMALLEST_INTS:
-                return _smallest_int, ""
-            if lit is None or "e" not in lit.text.lower():
-                return None, ""  # DuckDB reads a lone literal as PostgreSQL does (a decimal with its scale)
-        # (of the calls, only arithmetic has a constant value)
-        v = _constant(e, wrapped, constants) if cls == "CONSTANT" or cls == "CAST" or is_arith(e) else None
-        if v is not None and v.is_numeric and not (e.cls == "CONSTANT" and "e" not in e.literal.text.lower()):
-            # constant arithmetic holding a numeric: its value, as PostgreSQL computes it (a
-            # lone decimal literal DuckDB reads with its scale already)
-            return (lambda c, v=v: _folded(c.node, c.text, v)), ""
-        if cls == "CAST":
-            if v is None and _numeric_target(e, wrapped):
-                return _numeric_cast, ""
-            if _numeric_typmod_target(e, wrapped) is not None:
-                return _numeric_typmod_cast, ""
-            if len(e.children) == 2 and _mixed_scales(e.children[0], wrapped):
-                return _mixed_scale_text, ""
-        if _real_operator(e) is not None \
-                and _shows_real(e.children[0], wrapped, reals) != _shows_real(e.children[1], wrapped, reals) \
-                and not any(k.literal is not None and k.literal.kind in ("NULL_LITERAL", "STRING")
-                            for k in e.children):
-            return _real_mixed, ""  # (NULL and a string literal read as reals, as in PostgreSQL)
-        if e.cls == "FUNCTION" and e.name == ("^",) and len(e.children) == 2:
-            # PostgreSQL's ^ is its power(): its domain errors, not DuckDB's NaN or infinity
-            return (lambda c: f"{CHECKED_MATH['power']}({c.args[0]}, {c.args[1]})"), ""
-        if (rule := _node_rule(e, wrapped)) is not None:
-            return rule, ""
-        if e.cls in ("TYPE", "CAST") and (rule := _type_rule(e, wrapped)) is not None:
-            return rule, ""
-        if e.cls == "FUNCTION" and e.name == ("||",):
-            return _concat, ""
-        if e.cls == "LAMBDA" and len(e.children) == 2:
-            return _jsonb_arrow, ""
-        if e.cls == "FUNCTION" and e.name == ("->>",) and len(e.children) == 2:
-            return _jsonb_text_arrow, ""
-        if e.cls == "FUNCTION" and e.name == ("regexp_matches",) and not (
-                (i := bisect.bisect_left(starts, e.start - offset)) < len(toks)
-                and toks[i].start == e.start - offset and toks[i].kind in ("word", "qident")
-                and toks[i].name == "regexp_matches"):
-            return _regexp_operator, ""  # written as an operator (a call is refused by name)
-        if e.type == "OPERATOR_NOT" and len(e.children) == 1 \
-                and e.children[0].name == ("regexp_matches",) \
-                and (e.children[0].start, e.children[0].end) == (e.start, e.end):
-            return _regexp_not, ""
-        if e.type == "ARRAY_CONSTRUCTOR" and _array_shape(e) is None:
-            return _ragged_array, ""
-        if e.type == "ARRAY_CONSTRUCTOR" and not all(_is_list(k) for k in e.children) and any(
-                _is_array(k) or (k.cls == "COLUMN_REF" and (k.start, k.end) in arrays()) for k in e.children):
-            return _array_rows, ""  # sub-arrays not all written as lists: their shapes known when it runs
-        if e.type in _SUBSCRIPTS and e.children:
-            _check_subscript(e, wrapped)
-        if e.type == "ARRAY_EXTRACT" and id(e) in chains() and e.children[0].type != "ARRAY_SLICE":
-            return _subscript_chain(chains()[id(e)]), ""
-        if e.type == "ARRAY_SLICE":
-            if e.children and e.children[0].cls == "COLUMN_REF" \
-                    and (e.children[0].start, e.children[0].end) in arrays():
-                return _column_slice, ""
-            return _array_slice, ""
-        if e.type == "ARRAY_EXTRACT" and e.children and e.children[0].type == "ARRAY_SLICE":
-            return _refuse("a subscript of an array slice (PostgreSQL reads a[lo:hi][i] as one subscript "
-                           "per dimension) is not supported by colmz"), ""
-        if e.cls == "CAST" and _is_cast(e, wrapped) and e.children[0].literal is not None \
-                and e.children[0].literal.kind == "STRING" and e.children[1].start >= 0 \
-                and wrapped[e.children[1].start : e.end].rstrip(" )").endswith("]"):
-            return _array_text_cast, ""
-        if item and _is_row(e):
-            return _row_value, ""
-        if e.cls == "CAST" and (rule := _cast_rule(e, wrapped)) is not None:
-            return rule, ""
-        if e.cls == "FUNCTION" and len(e.name) == 1 and e.name[0] in _JSONB_OPS:
-            return jsonb.OPERATORS[e.name[0]], ""  # (may give None: not jsonb)
-        if e.cls == "FUNCTION" and e.name == ("-",) and len(e.children) == 2:
-            return jsonb.MINUS, ""  # jsonb - text (None for any other -)
-        if e.cls not in ("FUNCTION", "WINDOW") or len(e.name) != 1:
-            return None, ""
-        if e.name[0] in _LIKES and len(e.children) == 2:
-            return _like, ""
-        i = bisect.bisect_left(starts, e.start - offset)
-        if i + 1 < len(toks) and toks[i].start == e.start - offset and toks[i].kind == "qident" \
-                and toks[i + 1].text == "(" and toks[i].name != toks[i].name.lower() \
-                and e.name[0].lower() == toks[i].name.lower():
-            # PostgreSQL's function names are lower case and a quoted name is matched as
-            # written; DuckDB matches function names without case
-            raise SQLError(f"function {_written(wrapped, e)[: len(toks[i].text)]}() does not exist")
-        if i + 1 < len(toks) and toks[i].start == e.start - offset and toks[i].kind in ("word", "qident") \
-                and toks[i + 1].text == "(" and toks[i].name in CALLS \
-                and _ALIASES.get(toks[i].name, toks[i].name) == e.name[0].lower():
-            return CALLS[toks[i].name], toks[i].name
-        return None, ""
 
     queries = list(stmts)  # the queries left to walk: subqueries join as the walk meets them
 
     def visit(e: Expression, table: bool, inside: str, arith: bool = False, item: bool = False) -> None:
         if e.subquery is not None:
             queries.append(e.subquery)
-        rule, name = rule_of(e, item)
+        w.item = item
+        rule, name = _rule_of(e, w)
         here = is_arith(e)  # (its operands are visited as inside arithmetic)
         if here and not arith and not unchecked:
             unchecked.extend(_unchecked(stmts, wrapped, toks))
