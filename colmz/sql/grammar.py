@@ -357,6 +357,13 @@ class _Reader:
                 out.append(self.select_stmt())
         return tuple(out)
 
+    def whole_expression(self) -> Expression:
+        """The text as one expression (a predicate colmz translates alone)."""
+        e = self.expr()
+        if self.i < self.n:
+            raise _GIVE_UP
+        return e
+
     def select_stmt(self) -> Query:
         ctes: tuple = ()
         if self.take("WITH"):
@@ -1299,23 +1306,28 @@ def read_query(text: str) -> tuple[Query, ...] | None:
 
 
 def concat_chains(text: str, longer: int) -> list[tuple[tuple[int, int, bool], ...]] | None:
-    """The chains of ``||`` in ``text`` of more than ``longer`` operands, in the order their
-    reading ends (a chain inside an operand of another before it): each one tuple of its
-    operands' ``(start, end, textual)``, character spans in ``text`` and whether the operand
-    is text once translated (nothing in it names an array or JSON). ``None`` when this
-    module does not know the text (as :func:`read_query`). A chain is its operators at one
-    precedence, so the text around it binds more loosely: its span may be parenthesized.
+    """The chains of ``||`` in ``text`` (queries, or one expression) of more than ``longer``
+    operands, in the order their reading ends (a chain inside an operand of another before
+    it): each one tuple of its operands' ``(start, end, textual)``, character spans in
+    ``text`` and whether the operand is text once translated (nothing in it names an array
+    or JSON). ``None`` when this module does not know the text (as :func:`read_query`). A
+    chain is its operators at one precedence, so the text around it binds more loosely: its
+    span may be parenthesized.
 
     >>> concat_chains("SELECT a || b || f(c || d || e), x FROM t", 2)
     [((19, 20, True), (24, 25, True), (29, 30, True)), ((7, 8, True), (12, 13, True), (17, 31, True))]
     >>> concat_chains("SELECT a + 1 || ARRAY[2] || 'c' AS x", 2)
     [((7, 12, True), (16, 24, False), (28, 31, True))]
+    >>> concat_chains("a || b || c = d", 2)
+    [((0, 1, True), (5, 6, True), (10, 11, True))]
     """
     if longer < 1:
         raise ValueError(f"longer must be at least 1, not {longer!r}")
-    try:
-        reader = _Reader(text, longer)
-        reader.statements()
-    except (_GiveUp, IndexError, RecursionError):
-        return None
-    return reader.chains
+    for whole in (_Reader.statements, _Reader.whole_expression):  # a query, else an expression
+        try:
+            reader = _Reader(text, longer)
+            whole(reader)
+        except (_GiveUp, IndexError, RecursionError):
+            continue
+        return reader.chains
+    return None

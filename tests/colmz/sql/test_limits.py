@@ -131,6 +131,8 @@ def test_a_concatenation_with_an_array_or_json_operand_stays_as_written():
         assert "((" not in translate_mod._balance_concat_chains(f"SELECT {chain} FROM t")
     chain = " || ".join(["s"] * 20)
     assert translate_mod._balance_concat_chains(f"SELECT {chain} FROM t QUALIFY s > 1").count("(") == 0
+    # an expression alone (a predicate colmz translates) is regrouped as a query's item is
+    assert "((s || s) || (s || s))" in translate_mod._balance_concat_chains(f"{chain} = s")
 
 
 def test_a_long_concatenation_holding_another_gives_postgresqls_answer():
