@@ -693,21 +693,19 @@ class _Reader:
         # of ``+ - * /`` and tighter), nested left-deep as DuckDB does, one level per operator.
         # With ``longer`` set, a chain of more operands is listed as its operands' character
         # spans and whether each may be regrouped, at no depth: only the list is used then.
-        spans, safe, ops = [(first, self.i)], [], []
+        spans = [(first, self.i)]
         while self.i < self.n and self.T[self.i] == "||" and self.K[self.i] == "o":
-            ops.append(self.i)
+            op = self.i
             self.i += 1
-            at = self.i
             right = self.expr(8)
-            spans.append((at, self.i))
-            left = self.node("FUNCTION", "FUNCTION", self.S[ops[-1]], self.S[ops[-1]], (left, right), name=("||",))
+            spans.append((op + 1, self.i))
+            left = self.node("FUNCTION", "FUNCTION", self.S[op], self.S[op], (left, right), name=("||",))
             if not self.longer:
                 self.depth += 1
                 if self.depth > MAX_DEPTH:
                     raise _GIVE_UP
         if self.longer and len(spans) > self.longer:
-            safe = [self.textual(a, b) for a, b in spans]
-            self.chains.append(tuple((self.S[a], self.E[b - 1], ok) for (a, b), ok in zip(spans, safe)))
+            self.chains.append(tuple((self.S[a], self.E[b - 1], self.textual(a, b)) for a, b in spans))
         return left
 
     def textual(self, a: int, b: int) -> bool:
