@@ -60,6 +60,11 @@ node just built, which nothing else holds yet (:func:`_finish`).
 A text nesting deeper than :data:`MAX_DEPTH` (parentheses, operands, operator chains) is
 given up: DuckDB's path then refuses it as it always has
 (:data:`colmz.sql.tokens.MAX_NESTING`, the tree reader's own depth limit).
+
+A chain of ``||`` is read as one flat list of operands and nested left-deep, as DuckDB does.
+:func:`concat_chains` reads a text the same way but lists its long chains (their operands'
+spans) instead of nesting them, at no depth: a chain of any length is read, so that
+translation can regroup it before DuckDB (or :func:`read_query`) reads a tree of it.
 """
 
 from __future__ import annotations
@@ -80,7 +85,7 @@ from colmz.sql.tree import (
     fast_constructor,
 )
 
-__all__ = ["MAX_DEPTH", "duckdb_tokens", "quoted_name", "read_query"]
+__all__ = ["MAX_DEPTH", "concat_chains", "duckdb_tokens", "quoted_name", "read_query"]
 
 #: Deepest nesting read here (operands, operator chains, casts); deeper texts go to DuckDB.
 MAX_DEPTH = 48
@@ -224,9 +229,9 @@ def _plain_name(t: str) -> bool:
 
 
 class _Reader:
-    __slots__ = ("text", "K", "S", "E", "T", "U", "n", "i", "parens", "span", "depth")
+    __slots__ = ("text", "K", "S", "E", "T", "U", "n", "i", "parens", "span", "depth", "chains", "longer")
 
-    def __init__(self, text: str) -> None:
+    def __init__(self, text: str, longer: int = 0) -> None:
         if not _KINDS:
             _load()
         try:
@@ -256,6 +261,9 @@ class _Reader:
         self.E = [a + len(t) for a, t in zip(S, T)]
         self.U = [t.upper() if k == "k" or k == "i" else t for k, t in zip(K, T)]
         self.n, self.i, self.depth = len(K), 0, 0
+        # ``longer``: the chains of ``||`` of more operands are listed (:func:`concat_chains`)
+        # and cost no depth, instead of nesting one level per operator as DuckDB's tree does
+        self.longer, self.chains = longer, []
         # only operator tokens read "(" or ")" (strings and quoted names keep their quotes)
         self.parens = Parens(S, self.E, [(j, t) for j, t in enumerate(T) if t == "(" or t == ")"])
         self.span = self.parens.span
@@ -348,6 +356,13 @@ class _Reader:
             if self.i < self.n:
                 out.append(self.select_stmt())
         return tuple(out)
+
+    def whole_expression(self) -> Expression:
+        """The text as one expression (a predicate colmz translates alone)."""
+        e = self.expr()
+        if self.i < self.n:
+            raise _GIVE_UP
+        return e
 
     def select_stmt(self) -> Query:
         ctes: tuple = ()
@@ -657,6 +672,9 @@ class _Reader:
             spec = _INFIX.get(U[i])
             if spec is None or spec[0] < min_prec or K[i] != spec[1]:
                 break
+            if U[i] == "||":
+                left = self.concatenation(left, first)
+                continue
             self.i += 1
             left = spec[2](self, left, first, i, spec[3])
             self.depth += 1  # an operator chain nests one level per operator
@@ -669,6 +687,44 @@ class _Reader:
         # ``+ - * / % || ->>``: DuckDB's function of the operator, at the operator
         right = self.expr(right_prec)
         return self.node("FUNCTION", "FUNCTION", self.S[i], self.S[i], (left, right), name=(self.T[i],))
+
+    def concatenation(self, left: Expression, first: int) -> Expression:
+        # ``a || b || c ...``, the reader at the first ``||``: one flat list of operands (each
+        # of ``+ - * /`` and tighter), nested left-deep as DuckDB does, one level per operator.
+        # With ``longer`` set, a chain of more operands is listed as its operands' character
+        # spans and whether each may be regrouped, at no depth: only the list is used then.
+        spans = [(first, self.i)]
+        while self.i < self.n and self.T[self.i] == "||" and self.K[self.i] == "o":
+            op = self.i
+            self.i += 1
+            right = self.expr(8)
+            spans.append((op + 1, self.i))
+            left = self.node("FUNCTION", "FUNCTION", self.S[op], self.S[op], (left, right), name=("||",))
+            if not self.longer:
+                self.depth += 1
+                if self.depth > MAX_DEPTH:
+                    raise _GIVE_UP
+        if self.longer and len(spans) > self.longer:
+            self.chains.append(tuple((self.S[a], self.E[b - 1], self.textual(a, b)) for a, b in spans))
+        return left
+
+    def textual(self, a: int, b: int) -> bool:
+        """Whether tokens ``[a, b)``, an operand of ``||``, are text once translated: nothing in
+        them names an array or JSON (``ARRAY[..]``, ``array_agg``, ``::int[]``, subscripts,
+        ``::jsonb``, a string holding ``{..}`` or ``[..]``), which ``||`` joins as such."""
+        for j in range(a, b):
+            k, u = self.K[j], self.U[j]
+            if k == "o" and (u == "[" or u == "]") or (k == "k" or k == "i") and (
+                    "ARRAY" in u or u == "JSON" or u == "JSONB"):
+                return False
+            if k == "s":
+                try:
+                    value = _string_value(self.T[j])
+                except _GiveUp:
+                    return False
+                if value.lstrip()[:1] in ("{", "["):
+                    return False
+        return True
 
     def conjunction(self, left: Expression, first: int, i: int, right_prec: int) -> Expression:
         # AND, OR: DuckDB flattens a chain of one kind into one node
@@ -1245,3 +1301,31 @@ def read_query(text: str) -> tuple[Query, ...] | None:
         return _Reader(text).statements()
     except (_GiveUp, IndexError, RecursionError):
         return None
+
+
+def concat_chains(text: str, longer: int) -> list[tuple[tuple[int, int, bool], ...]] | None:
+    """The chains of ``||`` in ``text`` (queries, or one expression) of more than ``longer``
+    operands, in the order their reading ends (a chain inside an operand of another before
+    it): each one tuple of its operands' ``(start, end, textual)``, character spans in
+    ``text`` and whether the operand is text once translated (nothing in it names an array
+    or JSON). ``None`` when this module does not know the text (as :func:`read_query`). A
+    chain is its operators at one precedence, so the text around it binds more loosely: its
+    span may be parenthesized.
+
+    >>> concat_chains("SELECT a || b || f(c || d || e), x FROM t", 2)
+    [((19, 20, True), (24, 25, True), (29, 30, True)), ((7, 8, True), (12, 13, True), (17, 31, True))]
+    >>> concat_chains("SELECT a + 1 || ARRAY[2] || 'c' AS x", 2)
+    [((7, 12, True), (16, 24, False), (28, 31, True))]
+    >>> concat_chains("a || b || c = d", 2)
+    [((0, 1, True), (5, 6, True), (10, 11, True))]
+    """
+    if longer < 1:
+        raise ValueError(f"longer must be at least 1, not {longer!r}")
+    for whole in (_Reader.statements, _Reader.whole_expression):  # a query, else an expression
+        try:
+            reader = _Reader(text, longer)
+            whole(reader)
+        except (_GiveUp, IndexError, RecursionError):
+            continue
+        return reader.chains
+    return None

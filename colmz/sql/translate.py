@@ -23,7 +23,8 @@
   defined on every connection by :func:`colmz.sql.connect`) that ask DuckDB's ``typeof``
   where the type decides and the tokens do not say it; a refusal decided there is an
   ``error()`` that :func:`colmz.sql.run.run_query` raises as ``UnsupportedSQL``. A long
-  ``||`` chain is regrouped as a balanced tree, on the tokens, before the tree is read.
+  ``||`` chain of text operands is regrouped as a balanced tree over its operands' spans
+  (:func:`colmz.sql.grammar.concat_chains`) before the tree is read.
 * :func:`bind_relations` binds the relations a query reads to the names colmz registers
   them under (:func:`colmz.sql.relation_name`), since DuckDB folds every identifier's case.
 * :func:`arrow_type` (defined in :mod:`colmz.column_types`, below the SQL layer) is the
@@ -37,6 +38,7 @@ import re
 from colmz.column_types import arrow_type
 from colmz.sql.build import BYTEA_IN, RESERVED_PREFIX, identifier, relation_name
 from colmz.sql.errors import SQLError, UnsupportedSQL
+from colmz.sql.grammar import concat_chains
 from colmz.sql.hints import blank_hints
 from colmz.sql.jsonb import arrow_entry, refuse_spelled, spell_operators
 from colmz.sql.names import as_qualified, resolve_item
@@ -155,7 +157,7 @@ def translate(sql: str) -> str:
     # Long || chains are regrouped first (so that the tree of the text is shallow), then
     # every node of the table of transforms is rewritten once, on the tree (constants
     # folded, calls, casts, concatenations' operands, row comparisons), then the token pass.
-    balanced = _balance_concat_chains(sql, toks)
+    balanced = _balance_concat_chains(sql)
     if balanced is not sql:
         sql, toks = balanced, tokenize(balanced)
     spelled = spell_operators(sql, toks)  # jsonb's #>, ?, ... as operators DuckDB parses
@@ -1143,99 +1145,47 @@ def _sum_argument(toks, at: int, pieces: list, sql: str, last: int, inserts: dic
 
 # ----------------------------------------------------------------------------- concatenation
 # The operands of || and concat() are printed as PostgreSQL prints them by the table of
-# transforms (colmz.sql.transforms); here only long chains are regrouped, on the tokens, before
-# the tree is read (colmz reads no tree of a chain some hundred operators deep).
+# transforms (colmz.sql.transforms); here only long chains are regrouped, over the operands'
+# spans the grammar reads, before the tree of the translation is read (DuckDB nests a chain
+# one level per operator: colmz reads no tree of a chain some hundred operators deep).
 
 #: A chain of ``||`` longer than this many operands is regrouped as a balanced tree
 #: (:func:`_balance_concat_chains`); a shorter one stays as written.
 BALANCED_CHAIN = 16
-#: What may stand just before / after a chain that is regrouped: tokens that bind more
-#: loosely than ``||`` (PostgreSQL's precedence), so parentheses around the chain change
-#: nothing.
-_CHAIN_BEFORE = {"(", ",", "=", "<", ">", "<=", ">=", "<>", "!=", "SELECT", "WHERE", "AND", "OR", "NOT",
-                 "WHEN", "THEN", "ELSE", "ON", "HAVING", "BY", "DISTINCT"}
-_CHAIN_AFTER = {")", ",", "=", "<", ">", "<=", ">=", "<>", "!=", "FROM", "WHERE", "AND", "OR", "THEN",
-                "ELSE", "END", "WHEN", "AS", "GROUP", "ORDER", "HAVING", "LIMIT", "UNION", "EXCEPT",
-                "INTERSECT", "IS", "LIKE", "ILIKE", "IN", "BETWEEN", "ASC", "DESC", "NULLS"}
-#: Words continuing a type name after its first (``double precision``, ``time with time zone``).
-_TYPE_TAILS = {"PRECISION", "VARYING", "WITH", "WITHOUT", "TIME", "ZONE"}
 
 
-def _operand(toks, j: int) -> int:
-    # The last token of the plain operand of ``||`` at ``toks[j]``: a name, string or number,
-    # maybe signed, qualified (``t.a``), called (``f(...)``), subscripted or cast (``::type``);
-    # -1 when none begins there (any other operand ends the chain: it is left as written).
-    n = len(toks)
-    if j < n and toks[j].kind == "op" and toks[j].text in ("+", "-"):
-        j += 1
-    if j >= n or toks[j].kind not in ("word", "qident", "string", "number"):
-        return -1
-    while j + 1 < n and toks[j + 1].kind == "op":
-        x = toks[j + 1].text
-        if x == "." and j + 2 < n and toks[j + 2].kind in ("word", "qident"):
-            j += 2
-        elif x == "[" or x == "(" and toks[j].kind in ("word", "qident"):
-            j = closing(toks, j + 1)
-            if j < 0:
-                return -1
-        elif x == "::" and j + 2 < n and toks[j + 2].kind in ("word", "qident"):
-            j += 2
-            while j + 1 < n and toks[j + 1].upper in _TYPE_TAILS:
-                j += 1
-            if j + 1 < n and toks[j + 1].text == "(" and (j := closing(toks, j + 1)) < 0:
-                return -1
-            while j + 2 < n and toks[j + 1].text == "[" and toks[j + 2].text == "]":
-                j += 2
-        else:
-            break
-    return j
-
-
-def _text_operand(toks) -> bool:
-    # Whether an operand may be regrouped: after the table of transforms every operand is
-    # text unless it is left as written there (arrays, jsonb).
-    return not any(t.upper in ("ARRAY", "JSON", "JSONB") or (t.kind == "op" and t.text in "[]")
-                   or (t.kind == "string" and t.text[1:2] in ("{", "[")) for t in toks)
-
-
-def _balance_concat_chains(sql: str, toks) -> str:
-    # DuckDB binds a chain of n text operands ``a || b || c ...`` -- a left-deep tree n
+def _balance_concat_chains(sql: str) -> str:
+    # DuckDB binds and runs a chain of n operands ``a || b || c ...`` -- a left-deep tree n
     # deep, each operand a call of the text macro -- in time growing with n times its
     # depth (900 operands: over a minute), and colmz reads no tree a few hundred deep. Text
-    # concatenation is associative (NULL in, NULL out, either way), so a long chain of
-    # plain operands that become text, between tokens binding more loosely than ``||``, is
-    # regrouped as a balanced tree, log2(n) deep: the same value, bound in time linear in n.
-    # One pass over the tokens; ``sql`` itself when nothing is regrouped.
+    # concatenation is associative (NULL in, NULL out, either way), so a long chain whose
+    # operands are all text once translated (the table of transforms prints each operand
+    # that is not as its type's text; arrays and jsonb, which || joins as such, are left
+    # alone) is regrouped as a balanced tree, log2(n) deep: the same value, bound in time
+    # linear in n. A chain is its operators at one precedence (colmz.sql.grammar), so the
+    # text around it binds more loosely and parentheses around it change nothing.
+    # ``sql`` itself when nothing is regrouped (or the grammar does not know the text).
     if sql.count("||") < BALANCED_CHAIN:
         return sql
-    toks = tokenize(sql) if toks is None else toks
-    n = len(toks)
-    out, last, j = [], 0, 0
-    while j < n:
-        before = toks[j - 1] if j else None
-        if before is not None and (before.upper or before.text) not in _CHAIN_BEFORE:
-            j += 1
-            continue
-        spans, k = [], j
-        while (end := _operand(toks, k)) >= 0:  # the chain's operands, one || after another
-            spans.append((k, end))
-            if not (end + 2 < n and toks[end + 1].kind == "op" and toks[end + 1].text == "||"):
-                break
-            k = end + 2
-        end = spans[-1][1] if spans else j
-        after = toks[end + 1] if end + 1 < n else None
-        if (len(spans) > BALANCED_CHAIN and (after is None or (after.upper or after.text) in _CHAIN_AFTER)
-                and all(_text_operand(toks[a : b + 1]) for a, b in spans)):
-            texts = [sql[toks[a].start : toks[b].end] for a, b in spans]  # (a chain inside one too)
-            texts = [_balance_concat_chains(t, None) if t.count("||") >= BALANCED_CHAIN else t for t in texts]
-            out += [sql[last : toks[j].start], _balanced(texts)]
-            last = toks[end].end
-            j = end
-        j += 1
-    if not out:
+    chains = sorted((c for c in concat_chains(sql, BALANCED_CHAIN) or () if all(ok for _, _, ok in c)),
+                    key=lambda c: (c[0][0], -c[-1][1]))
+    if not chains:
         return sql
-    out.append(sql[last:])
-    return "".join(out)
+    k = 0
+
+    def regrouped(lo: int, hi: int) -> str:
+        # sql[lo:hi] with the chains beginning in it regrouped (an operand's own too)
+        nonlocal k
+        out, pos = [], lo
+        while k < len(chains) and chains[k][0][0] < hi:
+            chain = chains[k]
+            k += 1
+            out += [sql[pos : chain[0][0]], _balanced([regrouped(a, b) for a, b, _ in chain])]
+            pos = chain[-1][1]
+        out.append(sql[pos:hi])
+        return "".join(out)
+
+    return regrouped(0, len(sql))
 
 
 def _balanced(texts: list[str]) -> str:

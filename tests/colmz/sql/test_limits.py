@@ -104,6 +104,37 @@ def test_a_regrouped_concatenation_gives_postgresqls_answer():
     assert "((" not in translate("SELECT " + " || ".join(["ARRAY[1]"] * 20))
 
 
+@pytest.mark.parametrize(("operand", "value"), [
+    ("i + 1", "2"), ("CASE WHEN i > 0 THEN s END", "a"), ("DATE '2020-01-02'", "2020-01-02"),
+    ("(s || 'b')", "ab"), ("-i", "-1"), ("i * 2.5", "2.5"), ("(i = 1)", "true"),
+])
+def test_a_long_concatenation_of_any_text_operand_is_regrouped(operand, value):
+    # the chain's operands are the grammar's (any kind, each printed as its type's text by the
+    # table of transforms): the text DuckDB runs nests log2(n) deep and answers as written
+    cat = colmz.Catalog()
+    cat.execute("CREATE TABLE t (s TEXT, i INT)")
+    cat.execute("INSERT INTO t VALUES ('a', 1)")
+    n = 100
+    sql = "SELECT 'x' || " + " || ".join([operand] * n) + " AS x FROM t"
+    q, = parse_tree(translate(sql))
+    assert _concat_depth(q.items[0]) == math.ceil(math.log2(n + 1)) + operand.count("||")
+    assert cat.sql(sql).to_pylist() == [{"x": "x" + value * n}]
+
+
+def test_a_concatenation_with_an_array_or_json_operand_stays_as_written():
+    # || of an array or jsonb is not text's concatenation: not regrouped (an operand naming
+    # an array or JSON anywhere in it), whatever the chain's length; a chain in a text the
+    # grammar does not know is left as written too
+    for operand in ("array_agg(s)", "s::text[]", "a[1]", "'{1}'", "E' [1]'", "s::jsonb", "ARRAY[s]"):
+        chain = " || ".join(["s"] * 10 + [operand] + ["s"] * 10)
+        assert translate_mod.concat_chains(f"SELECT {chain} FROM t", 16)[0][10][2] is False
+        assert "((" not in translate_mod._balance_concat_chains(f"SELECT {chain} FROM t")
+    chain = " || ".join(["s"] * 20)
+    assert translate_mod._balance_concat_chains(f"SELECT {chain} FROM t QUALIFY s > 1").count("(") == 0
+    # an expression alone (a predicate colmz translates) is regrouped as a query's item is
+    assert "((s || s) || (s || s))" in translate_mod._balance_concat_chains(f"{chain} = s")
+
+
 def test_a_long_concatenation_holding_another_gives_postgresqls_answer():
     # the outer chain is regrouped with the inner one as one operand (the inner chain was
     # regrouped first and its text then copied twice before)
