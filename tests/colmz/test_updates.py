@@ -345,12 +345,13 @@ def test_pandas_object_columns():
          r"diff column 'diff' has non-integer type double"),
         (lambda: Updates.from_pandas(pd.DataFrame({"k": [1], "time": [1], "diff": pd.array([None], dtype="Int64")})),
          ValueError, r"diff column 'diff' has null"),
-        (lambda: Updates.from_arrow(pa.table({"k": [[1]], "time": [1], "diff": [1]})), TypeError,
-         r"data column 'k' has unsupported type list<item: int64>"),
+        # (arrays of supported types are data: colmz.order_bytes; an array of structs is not)
+        (lambda: Updates.from_arrow(pa.table({"k": [[{"a": 1}]], "time": [1], "diff": [1]})), TypeError,
+         r"data column 'k' has unsupported type struct<a: int64>"),
         (lambda: Updates.from_arrow(pa.table({"rec": [{"a": 1}], "time": [1], "diff": [1]})), TypeError,
          r"data column 'rec' has unsupported type struct<a: int64>"),
-        (lambda: Updates.from_pandas(pd.DataFrame({"k": [[1, 2]], "time": [1], "diff": [1]})), TypeError,
-         r"data column 'k' has unsupported type list"),
+        (lambda: Updates.from_pandas(pd.DataFrame({"k": [[{"a": 1}]], "time": [1], "diff": [1]})), TypeError,
+         r"data column 'k' has unsupported type struct"),
         (lambda: Updates({"k": pa.array([b"ab"], pa.binary(2))}, time=[1], diff=[1]), TypeError,
          r"data column 'k' has unsupported type fixed_size_binary"),
         (lambda: Updates({"k": np.array([1 + 2j])}, time=[1], diff=[1]), TypeError,
@@ -488,7 +489,10 @@ def test_schema_keyword_converts_and_checks():
     with pytest.raises(TypeError, match="not an Arrow type"):
         Updates({"k": [1]}, time=[0], diff=[1], schema={"k": int})
     with pytest.raises(TypeError, match="unsupported type"):
-        Updates({"k": [1]}, time=[0], diff=[1], schema={"k": pa.list_(pa.int64())})
+        Updates({"k": [[{"a": 1}]]}, time=[0], diff=[1], schema={"k": pa.list_(pa.struct([("a", pa.int64())]))})
+    # an array of a supported type is data
+    assert Updates({"k": [[1, None]]}, time=[0], diff=[1], schema={"k": pa.list_(pa.int64())}).to_pylist() == \
+        [([1, None], 0, 1)]
 
 
 @pytest.mark.parametrize(
