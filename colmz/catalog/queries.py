@@ -8,7 +8,9 @@ inherits it) that evaluates SQL over the objects. A query is translated
 (:func:`colmz.sql.translate`) and its relations bound (:func:`colmz.sql.bind_relations`):
 each object it reads is registered under its own DuckDB name (``"T"`` and ``t`` stay two
 tables), expanded to rows as of the evaluation time plus the changes the running
-transaction has not committed yet (``pending``); DuckDB's messages are given back with the
+transaction has not committed yet (``pending``); translate is told which columns of the
+objects a text names are arrays (:meth:`Queries.translated`: a slice of one is
+PostgreSQL's); DuckDB's messages are given back with the
 user's names. A qualified name of no object is refused with Materialize's message (unknown
 database, schema or catalog item) before DuckDB sees it. An object read before its since is
 ``ValueError`` saying why: not created yet, or the catalog was reloaded later (a reload

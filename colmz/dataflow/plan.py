@@ -43,7 +43,8 @@ scopes with aliases, qualified and unqualified columns, ``*`` and ``t.*``, subqu
   ``src/compute-types/src/plan/reduce.rs`` does: *accumulable* (``count``, ``sum``, ``avg``,
   ``bool_and/or``, variances), *hierarchical* (``min``, ``max``) or *basic* (the rest);
 * :class:`Distinct`, :class:`Threshold`, :class:`TopK` (per group for ``DISTINCT ON``),
-  :class:`Union`, :class:`Negate`, :class:`Constant` (``SELECT`` of literals);
+  :class:`Union`, :class:`Negate`, :class:`Constant` (``SELECT`` of literals; an item
+  without ``FROM`` that is not one, ``ARRAY[1, 2]``, is a SQL segment over its row);
 * :class:`GroupSql` nodes -- a group-local query DuckDB recomputes over the groups a change
   touches (:class:`colmz.dataflow.recompute.GroupRecompute`, scalars as the user's text
   through ``colmz.sql.translate``): :class:`BasicReduce` (Materialize's *basic* aggregates:
