@@ -72,7 +72,6 @@ from colmz.sql import (
     rename_like_postgres,
     run_query,
     session,
-    translate,
     uses_now,
 )
 from colmz.sql.parse import Query
@@ -173,7 +172,7 @@ class Subscription:
                              f"(give as_of=) or an object's name, got {text!r}")
         self.name = None
         self._query = stmts[0].sql
-        self._translated = translate(self._query)
+        self._translated = self._cat.translated(self._query)
         if uses_now(self._translated):
             raise UnsupportedSQL("SUBSCRIBE to a query calling mz_now() is not supported by colmz (it "
                                  "changes at every time): subscribe to a materialized view of it")

@@ -63,7 +63,6 @@ from colmz.sql import (
     select_where,
     sql_name,
     task_statement,
-    translate,
     uses_now,
 )
 from colmz.sql.write import is_json, is_jsonb
@@ -107,7 +106,7 @@ class Definitions:
 
     def _reads(self, sql: str) -> set[Key]:
         """The catalog objects ``sql`` (a query) reads, by Materialize's name resolution."""
-        return set(bind_relations(translate(sql), frozenset(self._objects))[1])
+        return set(bind_relations(self.translated(sql), frozenset(self._objects))[1])
 
     def _new_collection(self, schema) -> MemoryCollection:
         c = MemoryCollection(schema, since=self._now, upper=self._now)
@@ -130,7 +129,7 @@ class Definitions:
             coll.compare_and_append(Updates.empty(coll.schema), now, now + 1)
             self._add(CatalogObject(key, "table", coll), s)
         elif isinstance(s, CreateMaterializedView):
-            translated = translate(s.query)
+            translated = self.translated(s.query)
             key = self._new_key(s.qualifier, s.name)
             deps = self._reads(s.query)
             self.keep_inputs(deps)
@@ -205,7 +204,7 @@ class Definitions:
             query = b.query if isinstance(b, InsertStatement) else select_where(rel, b.where)
             try:
                 # A qualified name of no object: Materialize's error, not DuckDB's.
-                self._check_qualified(translate(query), own=key)
+                self._check_qualified(self.translated(query), own=key)
             except SQLError as e:
                 label = task_statement(relation_of(key), i, "insert" if isinstance(b, InsertStatement)
                                        else "delete", predicate=isinstance(b, DeleteStatement) and bool(b.where))
@@ -386,7 +385,7 @@ class Definitions:
                 mem.keep_counts()
                 obj = CatalogObject(key, "table", mem)
             elif d["kind"] == "materialized view":
-                translated = translate(st["query"])
+                translated = self.translated(st["query"])
                 obj = CatalogObject(key, "materialized view", mem, self._reads(st["query"]), translated,
                                     uses_now=uses_now(translated),
                                     contents=mem.snapshot(mem.upper - 1))

@@ -459,6 +459,17 @@ class Catalog:
         """
         return self._engine.identity(name)
 
+    def translated(self, sql: str) -> str:
+        """``sql`` translated (:func:`colmz.sql.translate`) as :meth:`sql` translates it: told
+        which columns of the objects it names are arrays, so it may slice them.
+
+        >>> cat = Catalog(); cat.execute("CREATE TABLE t (k INT)")
+        >>> cat.execute("CREATE MATERIALIZED VIEW v AS SELECT array_agg(k) AS a FROM t")
+        >>> cat.translated("SELECT a[2:] FROM v")
+        'SELECT (a)[2:] FROM v'
+        """
+        return self._engine.translated(sql)
+
     def bound_query(self, translated: str) -> tuple[str, tuple]:
         """The DuckDB text of a translated query over this catalog's objects and the objects
         it reads, as :meth:`sql` runs it: each object bound to its own name, PostgreSQL's

@@ -109,7 +109,6 @@ from colmz.sql import (
     select_list_is_empty,
     select_where,
     sql_name,
-    translate,
     update_select,
 )
 from colmz.sql.assign import typed_values
@@ -530,7 +529,7 @@ class Engine(Definitions, Queries, Views, Subscriptions):
         (``own``: a task being created, whose columns ``own_columns`` are given so)."""
         out: list[tuple] = []
         objects = frozenset(self._objects) if own is None else frozenset((*self._objects, own))
-        for b in bind_relations(translate(query), objects)[1]:
+        for b in bind_relations(self.translated(query), objects)[1]:
             if b == own and b not in self._objects:
                 out.extend(own_columns)
             elif b in self._objects:
@@ -543,7 +542,7 @@ class Engine(Definitions, Queries, Views, Subscriptions):
         (:func:`colmz.catalog.column_kinds.query_kinds`; a ``*`` over one object is its
         columns')."""
         read = self.read_columns(query)
-        objects = set(bind_relations(translate(query), frozenset(self._objects))[1])
+        objects = set(bind_relations(self.translated(query), frozenset(self._objects))[1])
         star = [k for _, k, _ in read] if len(objects) == 1 and len(read) == len(self._objects[
             next(iter(objects))].schema) else None
         return query_kinds(query, width, relation_kinds([(n, k) for n, k, _ in read]), star)

@@ -8,7 +8,9 @@ inherits it) that evaluates SQL over the objects. A query is translated
 (:func:`colmz.sql.translate`) and its relations bound (:func:`colmz.sql.bind_relations`):
 each object it reads is registered under its own DuckDB name (``"T"`` and ``t`` stay two
 tables), expanded to rows as of the evaluation time plus the changes the running
-transaction has not committed yet (``pending``); DuckDB's messages are given back with the
+transaction has not committed yet (``pending``); translate is told which columns of the
+objects a text names are arrays (:meth:`Queries.translated`: a slice of one is
+PostgreSQL's); DuckDB's messages are given back with the
 user's names. A qualified name of no object is refused with Materialize's message (unknown
 database, schema or catalog item) before DuckDB sees it. An object read before its since is
 ``ValueError`` saying why: not created yet, or the catalog was reloaded later (a reload
@@ -24,6 +26,7 @@ import pyarrow as pa
 
 from colmz.catalog.column_kinds import string_kinds
 from colmz.catalog.objects import Key
+from colmz.dataflow.sqlmap import array_relations
 from colmz.ops import concat, consolidate
 from colmz.rows import expand, relation_rows
 from colmz.sql import (
@@ -48,6 +51,7 @@ from colmz.sql.assign import pg_type_name
 from colmz.sql.floatcols import column_kind, float_column_rules
 from colmz.sql.jsonbcols import jsonb_column_rules
 from colmz.sql.pushdown import push_filters
+from colmz.sql.translate import referenced_names
 from colmz.updates import Updates
 
 __all__ = ["Queries"]
@@ -89,7 +93,30 @@ class Queries:
 
     def _query(self, sql: str, as_of: int, pending: Mapping[str, Updates]) -> pa.Table:
         """Evaluate ``sql`` with catalog objects as of ``as_of`` plus ``pending`` changes."""
-        return self._run_bound(translate(sql), as_of, lambda n: self._rows(n, as_of, pending))
+        return self._run_bound(self.translated(sql), as_of, lambda n: self._rows(n, as_of, pending))
+
+    def translated(self, sql: str) -> str:
+        """``sql`` translated (:func:`colmz.sql.translate`) with the array columns of the
+        objects it may read told (so it may slice them as PostgreSQL does): each object
+        holding an array whose name ``sql`` mentions, under each name that reads it
+        (its item alone in the default schema, qualified by its schema in the default
+        database, fully qualified)."""
+        relations: list = []
+        mentioned = referenced_names(sql)
+        keys = [*(k for k in self._objects if not isinstance(k, str)), *(n for n in mentioned if n in self._objects)]
+        for key in keys:
+            q = as_qualified(key)
+            if q.item not in mentioned and q.item.lower() not in mentioned:
+                continue
+            names = [f"{q.database}.{q.schema}.{q.item}"]
+            if q.database == DEFAULT_DATABASE:
+                names.append(f"{q.schema}.{q.item}")
+                if q.schema == DEFAULT_SCHEMA:
+                    names.append(q.item)
+            for n in names:
+                relations += array_relations(n, ((c.name, c.type) for c in self._objects[key].schema))
+        # (a text reading no array: the translation every other reader of it shares)
+        return translate(sql, tuple(relations)) if relations else translate(sql)
 
     def bound_query(self, translated: str) -> tuple[str, tuple[Key, ...]]:
         """The text DuckDB runs for ``translated`` (a query translated by

@@ -54,7 +54,6 @@ from colmz.sql import (
     display_name,
     rename_like_postgres,
     sql_name,
-    translate,
     uses_now,
 )
 from colmz.updates import Updates
@@ -120,14 +119,14 @@ class Views:
         def subquery_schema(text: str):
             # a FROM subquery that falls back, typed as the recompute path types its rows
             try:
-                rows = rename_like_postgres(self._query_at(translate(text), t), text)
+                rows = rename_like_postgres(self._query_at(self.translated(text), t), text)
                 cols = [ColumnSpec(f.name, storable(f.type, what)) for f in rows.schema]
             except Exception:  # noqa: BLE001 - untyped: the enclosing query falls back whole
                 return None
             return cols if len({c.name for c in cols}) == len(cols) else None
 
         def subquery_evaluate(text: str, schema, at: int) -> Updates:
-            return rows_to_updates(conform(self._query_at(translate(text), at), schema, what), at, 1)
+            return rows_to_updates(conform(self._query_at(self.translated(text), at), schema, what), at, 1)
 
         snapshots: dict[Key, Updates] = {}
 

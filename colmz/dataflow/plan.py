@@ -43,7 +43,8 @@ scopes with aliases, qualified and unqualified columns, ``*`` and ``t.*``, subqu
   ``src/compute-types/src/plan/reduce.rs`` does: *accumulable* (``count``, ``sum``, ``avg``,
   ``bool_and/or``, variances), *hierarchical* (``min``, ``max``) or *basic* (the rest);
 * :class:`Distinct`, :class:`Threshold`, :class:`TopK` (per group for ``DISTINCT ON``),
-  :class:`Union`, :class:`Negate`, :class:`Constant` (``SELECT`` of literals);
+  :class:`Union`, :class:`Negate`, :class:`Constant` (``SELECT`` of literals; an item
+  without ``FROM`` that is not one, ``ARRAY[1, 2]``, is a SQL segment over its row);
 * :class:`GroupSql` nodes -- a group-local query DuckDB recomputes over the groups a change
   touches (:class:`colmz.dataflow.recompute.GroupRecompute`, scalars as the user's text
   through ``colmz.sql.translate``): :class:`BasicReduce` (Materialize's *basic* aggregates:
@@ -249,7 +250,7 @@ from colmz.dataflow.render import (
     render,
 )
 from colmz.dataflow.sqlmap import SqlMapFilter as SqlMapFilterOp
-from colmz.dataflow.sqlmap import placeholder
+from colmz.dataflow.sqlmap import array_relations, placeholder
 from colmz.dataflow.step import as_schema
 from colmz.order import ColumnSpec
 from colmz.sql.build import identifier
@@ -824,6 +825,10 @@ class _Planner(JoinLowering, SubqueryLowering, ReduceLowering, SetOpLowering, Wi
                       if e.cls == "SUBQUERY" or self.quantified_constant(e) is not None}
         if subqueries:
             return self.constant_with_subqueries(q, subqueries)
+        computed = {i: e for i, e in enumerate(q.items) if self.typed_null(e) is None and self.typed_literal(e) is None
+                    and (e.cls != "CONSTANT" or e.literal is None or e.literal.kind not in ("INTEGER", "STRING", "BOOLEAN"))}
+        if computed:
+            return self.constant_computed(q, computed)
         for e in q.items:
             null = self.typed_null(e)
             if null is not None:  # NULL::int and the like: a NULL of that type, named by it
@@ -854,6 +859,33 @@ class _Planner(JoinLowering, SubqueryLowering, ReduceLowering, SetOpLowering, Wi
         names = [n for _, n in unique_names([(n, n) for n in names])]
         return Constant(tuple(ColumnSpec(n, t) for n, t in zip(names, types)), (tuple(values),))
 
+    def constant_computed(self, q: Query, computed: dict[int, Expression]) -> Node:
+        """``SELECT`` without ``FROM`` whose ``computed`` items are expressions rather than
+        literals (``ARRAY[1, 2]``, ``1 + 2``): the other items' constant row (with a column of
+        its own, so that it is never empty) under a SQL segment computing them, so their
+        values and types are the query path's; an item reading a column is ``Unsupported``."""
+        rest = tuple(e for i, e in enumerate(q.items) if i not in computed)
+        anchor = self.fresh("row")
+        const = self.constant(dataclasses.replace(q, items=rest, modifiers=()))
+        node: Node = Constant(const.schema + (ColumnSpec(anchor, pa.int32()),),
+                              tuple((*r, 1) for r in const.rows))
+        names = [c.name for c in node.schema]
+
+        def no_column(e: Expression) -> str:
+            raise Unsupported(f"select item {self.span(e)!r} without FROM: a column of no relation")
+
+        at = iter(names)
+        select, texts, shown = [], {}, []
+        for i, e in enumerate(q.items):
+            if i in computed:
+                texts[i] = self.sql_text(e, names, no_column)
+                shown.append(self.span(e))
+                select.append((anchor, self.item_name(e)))
+            else:
+                src = next(at)
+                select.append((src, src))
+        return self.items_segment(node, unique_names(select), texts, shown)
+
     def constant_with_subqueries(self, q: Query, subqueries: dict[int, Expression]) -> Node:
         """``SELECT`` without ``FROM`` whose items include scalar subqueries of one row by
         their shape: the other items' constant row (with a column of its own, so that it is
@@ -862,6 +894,8 @@ class _Planner(JoinLowering, SubqueryLowering, ReduceLowering, SetOpLowering, Wi
         rest = tuple(e for i, e in enumerate(q.items) if i not in subqueries)
         anchor = self.fresh("row")
         const = self.constant(dataclasses.replace(q, items=rest, modifiers=()))
+        if not isinstance(const, Constant):
+            raise Unsupported("SELECT without FROM of scalar subqueries beside items computed by SQL")
         node: Node = Constant(const.schema + (ColumnSpec(anchor, pa.int32()),),
                               tuple((*r, 1) for r in const.rows))
         at = iter(c.name for c in const.schema)
@@ -1077,7 +1111,8 @@ class _Planner(JoinLowering, SubqueryLowering, ReduceLowering, SetOpLowering, Wi
         try:
             # a float column's PostgreSQL rules (colmz.sql.floatcols), as the catalog's queries get
             schema = as_schema(schema, "schema")
-            translated = float_column_rules(translate(sql), frozenset(
+            translated = float_column_rules(translate(sql, array_relations(INPUT_RELATION, (
+                (n, c.type) for i, c in enumerate(schema) for n in (c.name, placeholder(i)[1:-1])))), frozenset(
                 (n.lower(), column_kind(c.type)) for i, c in enumerate(schema)
                 for n in (c.name, placeholder(i)[1:-1])))
             kinds = self.kinds_of(schema)

@@ -14,7 +14,9 @@ on the changes is evaluating them on the collection: each update keeps its time 
 The output columns' types are DuckDB's answer for the same query over an empty batch of the
 input's types, found once by the constructor (a query that does not translate or bind
 raises there). Expressions must be deterministic: volatile functions are the planner's to
-keep out (a recomputed view).
+keep out (a recomputed view). An input column that is an array (an Arrow list) is told to
+translate as one (:func:`array_relations`), so a slice of it is PostgreSQL's slice as in a
+query over the relation it comes from.
 """
 
 from __future__ import annotations
@@ -29,7 +31,7 @@ from colmz.dataflow.step import Clock, as_schema, check_delta, consolidated_at
 from colmz.order import ColumnSpec
 from colmz.updates import Updates
 
-__all__ = ["SqlMapFilter", "placeholder"]
+__all__ = ["SqlMapFilter", "array_relations", "placeholder"]
 
 # Not colmz's reserved prefix: the text goes through translate, which refuses that prefix in
 # user text. Nothing else is named in the query: every column reference is a placeholder.
@@ -88,7 +90,8 @@ class SqlMapFilter:
             text += " WHERE " + " AND ".join(f"({w})" for w in self.where)
         self.sql = text
         # a float column's PostgreSQL rules (colmz.sql.floatcols), as the catalog's queries get
-        self.translated = float_column_rules(translate(text), frozenset(
+        self.translated = float_column_rules(translate(text, array_relations(_DELTA, (
+            (placeholder(i)[1:-1], c.type) for i, c in enumerate(self.input_schema)))), frozenset(
             (placeholder(i)[1:-1].lower(), column_kind(c.type)) for i, c in enumerate(self.input_schema)))
         kinds = tuple(kinds)
         if len(kinds) not in (0, len(self.input_schema)):
@@ -131,6 +134,21 @@ class SqlMapFilter:
         result = consolidated_at(Updates(cols, np.full(n, t, np.uint64), diff, schema=self.schema), t)
         self._clock.advance(t)
         return result
+
+
+def array_relations(name: str, columns) -> tuple:
+    """:func:`colmz.sql.translate`'s ``relations`` for relation ``name`` whose ``columns`` are
+    ``(name, Arrow type)`` pairs: its array (list) columns of kind ``"array"``; ``()`` when it
+    has none, so a translation of a relation without arrays is shared by every such one.
+
+    >>> array_relations("d", [("a", pa.list_(pa.int64())), ("b", pa.int64())])
+    (('d', (('a', 'array'), ('b', None))),)
+    >>> array_relations("d", [("b", pa.int64())])
+    ()
+    """
+    cols = tuple((n.lower(), "array" if pa.types.is_list(t) or pa.types.is_large_list(t) else None)
+                 for n, t in columns)
+    return ((name.lower(), cols),) if any(k for _, k in cols) else ()
 
 
 def _quoted(name: str) -> str:

@@ -31,8 +31,9 @@ node's span (as sqlglot's dialects map an expression class to its rendering):
   only when it runs; a subscript of a parenthesized subscript is refused.
 * An array slice ``a[lo:hi]`` (a bound may be left out) is PostgreSQL's: a bound outside the
   array is clamped to it (DuckDB counts a negative one from the end); a slice of a value not
-  visibly an array -- written as one, a cast to an array type, an array call, or a subquery's
-  or CTE's column that is one (:func:`array_columns`) -- (text: DuckDB slices it, PostgreSQL
+  visibly an array -- written as one, a cast to an array type, an array call, a subquery's
+  or CTE's column that is one, or a table's array column the caller names
+  (:func:`array_columns`) -- (text: DuckDB slices it, PostgreSQL
   raises), with a step, or beside another subscript (PostgreSQL's subscripts are one per
   dimension) is refused.
 * Row comparisons (a comparison, ``IN`` list or ``IS [NOT] NULL`` of ``ROW``/``(a, b)``
@@ -171,6 +172,7 @@ __all__ = [
     "TRANSFORM_NULL_FUNCTIONS",
     "TRANSFORM_TYPED_MACROS",
     "Call",
+    "Relations",
     "all_queries",
     "apply_transforms",
     "array_columns",
@@ -258,6 +260,10 @@ def _written(text: str, e: Expression) -> str:
 
 
 Rule = Callable[[Call], "str | None"]
+#: Tables' columns as a caller knows them: each table's name as the text writes it (lower
+#: case) with its every column's ``(name, kind)``, kind ``"array"`` for an array column
+#: (:func:`array_columns`; the string kinds are :mod:`colmz.sql.jsonbcols`').
+Relations = tuple[tuple[str, tuple[tuple[str, "str | None"], ...]], ...]
 
 #: Math functions whose domain PostgreSQL checks (it raises where DuckDB answers NaN or an
 #: infinity): a call is a call of colmz's macro of the same arguments
@@ -1040,19 +1046,25 @@ def _check_subscript(e: Expression, text: str) -> None:
         raise SQLError("cannot subscript type text because it does not support subscripting")
 
 
-def array_columns(stmts, text: str) -> frozenset[tuple[int, int]]:
+def array_columns(stmts, text: str, relations: Relations = ()) -> frozenset[tuple[int, int]]:
     """The spans of the column references of ``stmts`` (the tree of ``text``) that are a slice's
     subject or an ``ARRAY[...]`` element and resolve, as PostgreSQL resolves names, to a FROM
     subquery's or CTE's column whose item is visibly an array in every branch (written as one,
-    a cast to an array type, an array function, or such a reference itself). Only those are
-    known arrays: a table's column never is one (colmz's tables hold none), and a reference
-    is not resolved where a FROM item's columns are not known here (a table, a table
-    function, VALUES, a star) unless it is qualified by another item's name.
+    a cast to an array type, an array function, or such a reference itself), or to a column
+    of kind ``"array"`` of one of ``relations`` (each relation's name as the text writes it,
+    lower case, with its every column's ``(name, kind)``: what the caller knows of the
+    tables' schemas). Only those are known arrays: a reference is not resolved where a FROM
+    item's columns are not known here (another table, a table function, VALUES, a star)
+    unless it is qualified by another item's name.
 
     >>> q = "WITH c AS (SELECT ARRAY[1, 2] AS a) SELECT a[2:], c.a[:1] FROM c, people p"
     >>> sorted(array_columns(parse_tree(q), q))
     [(50, 53)]
+    >>> q = "SELECT a[2:] FROM t"
+    >>> sorted(array_columns(parse_tree(q), q, (("t", (("a", "array"), ("b", None))),)))
+    [(7, 8)]
     """
+    tables = {name: {c: k == "array" for c, k in cols} for name, cols in relations}
     lists = [(start, end, cols) for _, cols, start, end, *_ in cte_definitions(text)]
     busy: set[int] = set()
     out: set[tuple[int, int]] = set()
@@ -1099,6 +1111,8 @@ def array_columns(stmts, text: str) -> frozenset[tuple[int, int]]:
             elif t.type == "BASE_TABLE" and len(t.name) == 1 and t.name[0].lower() in ctes:
                 body, outer = ctes[t.name[0].lower()]
                 cols = outputs(body, outer, t.column_aliases or _body_column_list(body, lists))
+            elif t.type == "BASE_TABLE" and t.name and ".".join(t.name).lower() in tables:
+                cols = tables[".".join(t.name).lower()]
             entries.append(((t.alias or (t.name[-1] if t.name else "")).lower(), cols))
         name = [p.lower() for p in e.name]
         if len(name) == 2:
@@ -2491,8 +2505,9 @@ class _Walk:
     # (``text``, the statement after ``offset`` blanks), its tokens and their starts, its
     # trees, and the answers read once per statement (constants, reals, array columns,
     # subscript chains, the starts of quoted calls with capitals).
-    def __init__(self, stmts, text: str, toks, offset: int) -> None:
+    def __init__(self, stmts, text: str, toks, offset: int, relations: Relations = ()) -> None:
         self.stmts, self.text, self.toks, self.offset = stmts, text, toks, offset
+        self.relations = relations  # the array columns of the tables it reads (array_columns)
         self.starts = [t.start for t in toks]
         self.constants: dict[int, PgNumeric | None] = {}  # each node's _constant, read once
         self.reals: dict[int, bool] = {}  # each node's _shows_real
@@ -2501,7 +2516,7 @@ class _Walk:
     @functools.cached_property
     def arrays(self) -> frozenset[tuple[int, int]]:
         # array_columns of the statement, read when a finder first asks
-        return array_columns(self.stmts, self.text)
+        return array_columns(self.stmts, self.text, self.relations)
 
     @functools.cached_property
     def chains(self) -> dict[int, int]:
@@ -2734,9 +2749,11 @@ if not all(w.isascii() and w == w.lower() for w in _TREE_WORDS):  # pragma: no c
     raise AssertionError("_TREE_WORDS must be lower-case ASCII")
 
 
-def apply_transforms(text: str, toks) -> str:
+def apply_transforms(text: str, toks, relations: Relations = ()) -> str:
     """``text`` with every node of the table rewritten by its rule, once, bottom-up (``toks``
-    are its tokens); the text itself when it holds none, or DuckDB cannot parse it."""
+    are its tokens); the text itself when it holds none, or DuckDB cannot parse it.
+    ``relations``: the array columns of the tables it reads, as :func:`array_columns` takes
+    them."""
     if not may_transform(text, toks):
         return text
     offset = 0
@@ -2754,7 +2771,7 @@ def apply_transforms(text: str, toks) -> str:
         for q in stmts:
             _derived_items(q, derived, realiased, wrapped, toks, offset)
     unchecked: list = []  # (_unchecked's nodes, whether ``pairs``), read at the first arithmetic
-    w = _Walk(stmts, wrapped, toks, offset)
+    w = _Walk(stmts, wrapped, toks, offset, relations)
     starts, constants = w.starts, w.constants
     found: list[tuple[Expression, Rule, str, bool, str]] = []
 

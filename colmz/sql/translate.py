@@ -65,6 +65,7 @@ from colmz.sql.transforms import (
     CHECKED_MATH,
     REAL_WIDEN,
     TYPE_SPELLINGS,
+    Relations,
     all_queries,
     apply_transforms,
     first_branch,
@@ -131,11 +132,13 @@ UNSUPPORTED_OPERATORS = {
 
 
 @short_text_cache(1024)
-def translate(sql: str) -> str:
+def translate(sql: str, relations: Relations = ()) -> str:
     """Rewrite a Materialize/PostgreSQL query or expression for DuckDB.
 
-    ``mz_now()`` becomes :data:`MZ_NOW`, to be replaced by the evaluation time. The result
-    is remembered per text (a pure function of it; a refusal is raised again each time).
+    ``mz_now()`` becomes :data:`MZ_NOW`, to be replaced by the evaluation time. ``relations``
+    names the array columns of the tables ``sql`` reads, which it may slice
+    (:func:`colmz.sql.transforms.array_columns`). The result is remembered per text and
+    relations (a pure function of them; a refusal is raised again each time).
 
     >>> translate("SELECT v, w::JSONB FROM t WHERE ts + 5 > mz_now()")
     'SELECT v, CAST(__colmz_jsonb_in(CAST(w AS VARCHAR)) AS JSON) FROM t WHERE ts + 5 > __colmz_mz_now__'
@@ -164,7 +167,7 @@ def translate(sql: str) -> str:
     was_spelled = spelled is not sql
     if was_spelled:
         sql, toks = spelled, tokenize(spelled)
-    out = apply_transforms(sql, toks)
+    out = apply_transforms(sql, toks, relations)
     if was_spelled:
         refuse_spelled(out)  # a spelled operator no rule took
     if out is not sql:

@@ -5,7 +5,9 @@ so a view's state may hold arrays: ``array_agg`` is a basic aggregate recomputed
 affected group (Materialize's plan for non-invertible aggregates), and the arrays it makes
 pass through filters, joins (as a key too), ``GROUP BY``, ``DISTINCT``, ``min``/``max`` and
 ``ORDER BY ... LIMIT`` (those two ordered by DuckDB: PostgreSQL's array order, not the
-encoding's); ``ARRAY(subquery)`` is a global basic reduce of the subquery's rows. Checked after every commit against PostgreSQL 15 (``CI=1``) and against the
+encoding's); ``ARRAY(subquery)`` is a global basic reduce of the subquery's rows; a slice of
+an array column of a CTE, a subquery, a constant relation or a view is a SQL segment's. Checked
+after every commit against PostgreSQL 15 (``CI=1``) and against the
 recompute path, in memory and durable (reopened from its operator state); work counters
 show a one-row change recomputes its group, not the table.
 """
@@ -44,6 +46,14 @@ VIEWS = [
     # ARRAY(subquery) and EXISTS as values: global reduces crossed with the query's rows
     ("av12", "SELECT k, w, ARRAY(SELECT v FROM t WHERE v > 0 ORDER BY v DESC) AS vs FROM u"),
     ("av13", "SELECT EXISTS (SELECT 1 FROM t WHERE v > 5) AS big, ARRAY(SELECT s FROM t WHERE k > 1 ORDER BY s) AS ss"),
+    # slices of a CTE's, a subquery's and a constant relation's array column: the planner's
+    # segment is told its input column is an array (colmz.dataflow.sqlmap.array_relations)
+    ("av14", "WITH c AS (SELECT k, array_agg(v ORDER BY v) AS a FROM t GROUP BY k) "
+             "SELECT k, a[2:] AS rest, a[:1] AS head, a[k:k + 1] AS mid FROM c"),
+    ("av15", "SELECT k, w[1:1] AS first, w[2:] AS rest FROM (SELECT k, string_to_array(s, 'a') AS w FROM t) q"),
+    ("av16", "SELECT u.k, q.a[2:] AS x, q.a[:u.k] AS y FROM (SELECT ARRAY[1, 2, 3] AS a) q, u WHERE u.k < 3"),
+    # ... and of a view's (the catalog tells translate its array columns, for the recompute)
+    ("av17", "SELECT k, vs[2:] AS rest, vs[k:k + 1] AS mid FROM av1"),
 ]
 NAMES = [n for n, _ in VIEWS]
 

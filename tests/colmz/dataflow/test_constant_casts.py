@@ -1,6 +1,7 @@
 """An integer literal cast to an integer type (``20::bigint``) in a ``SELECT`` without
 ``FROM`` is a Constant of that type (``colmz.dataflow.plan``): views equal to the recompute;
-a value beyond the type stays a Fallback."""
+a value beyond the type is computed by a SQL segment over the constant row, raising
+PostgreSQL's error when it runs, as the recompute path does."""
 
 from __future__ import annotations
 
@@ -9,7 +10,8 @@ import pytest
 from test_maintained import TABLES, check_equal, run
 
 import colmz
-from colmz.dataflow.plan import Constant, Fallback, plan
+from colmz.dataflow.plan import Constant, SqlMapFilter, plan
+from colmz.sql import SQLError
 
 pytestmark = pytest.mark.filterwarnings("ignore::colmz.dataflow.maintained.FallbackWarning")
 
@@ -24,7 +26,11 @@ def test_a_cast_integer_literal_is_a_typed_constant():
     p = plan("SELECT 20::bigint AS b, CAST(-3 AS int) AS i", {})
     assert isinstance(p.root, Constant) and p.root.rows == ((20, -3),)
     assert [c.type for c in p.root.schema] == [pa.int64(), pa.int32()]
-    assert isinstance(plan("SELECT 3000000000::int", {}).root, Fallback)
+    root = plan("SELECT 3000000000::int", {}).root
+    assert isinstance(root, SqlMapFilter) and isinstance(root.input, Constant)
+    for views in ("incremental", "recompute"):
+        with pytest.raises(SQLError, match="out of range"):
+            colmz.Catalog(views=views).execute("CREATE MATERIALIZED VIEW x AS SELECT 3000000000::int")
 
 
 def test_cast_constants_in_set_operations_equal_the_recompute():

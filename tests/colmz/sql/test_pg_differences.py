@@ -9,7 +9,7 @@ more than one dimension: ``array_length``/``array_upper``/``array_lower`` of any
 ``unnest`` of every element, PostgreSQL's array text (quotes, escapes, ``NULL``, braces).
 Subscripts where PostgreSQL's grammar has them (a column, a parenthesized value, a scalar
 subquery: ``f(x)[1]`` is its syntax error), never of text, and fewer than an array's dimensions
-NULL; slices of a subquery's or CTE's array column; ``ARRAY[a, b]`` of arrays known only when
+NULL; slices of a subquery's, CTE's or view's array column; ``ARRAY[a, b]`` of arrays known only when
 it runs, of matching dimensions; a jsonb number cast to numeric.
 Text functions of jsonb or json values raise PostgreSQL's "does not exist"; a CTE's column
 list renames a numeric computed as a double as a subquery's alias does; ``lpad``/``rpad`` with
@@ -30,6 +30,8 @@ EXTRA_SETUP = [
     "CREATE TABLE jspaced (id INT, j JSON)",
     """INSERT INTO jspaced VALUES (1, '{"a": [1,  {"b" : "x\\u0041"}], "c": null}'), (2, '[ 1 ,  [2,  3] ]'),
       (3, '{"a": 1, "a": {"z":  0}}'), (4, NULL)""",
+    # a view holding an array column (a query over it may slice it)
+    "CREATE MATERIALIZED VIEW city_ids AS SELECT city, array_agg(id ORDER BY id) AS ids FROM people GROUP BY city",
 ]
 
 CASES = [
@@ -198,6 +200,11 @@ CASES = [
     # a text[] path literal as array_in reads it (spaces, quotes, a backslash outside quotes)
     ("jsonb_path_array_text", "SELECT '{\"b\": {\"c\": 1}}'::jsonb #>> '{ b , \"c\" }' AS a, "
                               "'{\"b\": {\"c\": 1}}'::jsonb #> '{b,\\c}' AS b", "match"),
+    # slices of a view's array column (the catalog tells translate which columns are arrays)
+    ("view_array_slice", "SELECT city, ids[2:] AS rest, ids[:1] AS head, ids[2:3] AS mid, "
+                         "ids[cardinality(ids) - 1:] AS tail FROM city_ids ORDER BY city", "match"),
+    ("view_array_slice_through_subquery", "SELECT v.city, s.x[1:1] AS a FROM (SELECT city, ids AS x FROM city_ids) s "
+                                          "JOIN city_ids v ON v.city = s.city ORDER BY v.city", "match"),
     # refused by name
     ("char_cast", "SELECT 'abc'::char(2) AS a", "refused"),
     ("quoted_char_cast", "SELECT '127'::\"char\" AS a", "refused"),
