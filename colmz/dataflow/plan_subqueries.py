@@ -155,14 +155,22 @@ class SubqueryLowering:
             return semi
         return Union(node.schema, (node, Negate(node.schema, semi)))
 
+    def uncorrelated(self, query, what: str, correlated: str, fell_back: str) -> Node:
+        """The plan of ``query``, a subquery planned on its own: one that reads an outer column
+        (a ``PlanError`` here) is Unsupported as ``what: error (correlated)``, one that falls
+        back as ``fell_back: its reason``."""
+        try:
+            rows = self.query(query)
+        except PlanError as err:
+            raise Unsupported(f"{what}: {err} ({correlated})") from None
+        if isinstance(rows, Fallback):
+            raise Unsupported(f"{fell_back}: {rows.reason}")
+        return rows
+
     def row_subquery(self, e: Expression, x: Expression, text: str) -> Node:
         """The plan of a row IN's uncorrelated subquery ``e``, as wide as the row ``x``."""
-        try:
-            right = self.query(e.subquery)
-        except PlanError as err:
-            raise Unsupported(f"IN subquery {text!r}: {err} (correlated ones are absent)") from None
-        if isinstance(right, Fallback):
-            raise Unsupported(f"IN subquery {text!r}: {right.reason}")
+        right = self.uncorrelated(e.subquery, f"IN subquery {text!r}", "correlated ones are absent",
+                                  f"IN subquery {text!r}")
         n = len(x.children)
         if len(right.schema) != n:
             raise PlanError(f"subquery has {'too many' if len(right.schema) > n else 'too few'} "
@@ -458,12 +466,7 @@ class SubqueryLowering:
     def one_column_subquery(self, e: Expression, text: str, what: str) -> Node:
         """The plan of ``e``'s uncorrelated one-column subquery (of an ``IN`` or a quantified
         comparison, ``what``); a correlated or falling-back one is not planned here."""
-        try:
-            right = self.query(e.subquery)
-        except PlanError as err:
-            raise Unsupported(f"{what} {text!r}: {err} (correlated ones are absent)") from None
-        if isinstance(right, Fallback):
-            raise Unsupported(f"{what} {text!r}: {right.reason}")
+        right = self.uncorrelated(e.subquery, f"{what} {text!r}", "correlated ones are absent", f"{what} {text!r}")
         if len(right.schema) != 1:
             raise PlanError(f"subquery has too many columns ({len(right.schema)}) in {text!r}")
         return right
@@ -783,12 +786,8 @@ class SubqueryLowering:
         of a global count of the subquery's rows (accumulable: one row over no rows too),
         the value whether it is above zero."""
         text = self.span(e)
-        try:
-            rows = self.query(e.subquery)
-        except PlanError as err:
-            raise Unsupported(f"select item {text!r}: {err} (EXISTS as a value, correlated)") from None
-        if isinstance(rows, Fallback):
-            raise Unsupported(f"EXISTS subquery {text!r}: {rows.reason}")
+        rows = self.uncorrelated(e.subquery, f"select item {text!r}", "EXISTS as a value, correlated",
+                                 f"EXISTS subquery {text!r}")
         tag = self.fresh("exists")
         count = Aggregate(f"{tag}.rows", "count", None, "accumulable")
         counts = Reduce(self.reduce_schema(rows.schema, [], [count]), rows, (), (count,))
@@ -811,12 +810,8 @@ class SubqueryLowering:
         if inner is None or sub.where is not None or sub.group_by or sub.having is not None or sub.modifiers:
             raise Unsupported(f"select item {text!r}: an ARRAY subquery of another shape than DuckDB's")
         orders = [o for m in inner.modifiers if m.type == "ORDER_MODIFIER" for o in m.orders]
-        try:
-            rows = self.query(inner)
-        except PlanError as err:
-            raise Unsupported(f"select item {text!r}: {err} (a correlated ARRAY subquery)") from None
-        if isinstance(rows, Fallback):
-            raise Unsupported(f"ARRAY subquery {text!r}: {rows.reason}")
+        rows = self.uncorrelated(inner, f"select item {text!r}", "a correlated ARRAY subquery",
+                                 f"ARRAY subquery {text!r}")
         if len(rows.schema) != 1 + len(orders):
             raise PlanError(f"subquery must return only one column ({text!r})")
         value, *keys = (identifier(c.name) for c in rows.schema)
