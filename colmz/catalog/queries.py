@@ -108,13 +108,16 @@ class Queries:
             q = as_qualified(key)
             if q.item not in mentioned and q.item.lower() not in mentioned:
                 continue
+            # the object's columns read once; an object without arrays adds nothing
+            arrays = array_relations(q.item, ((c.name, c.type) for c in self._objects[key].schema))
+            if not arrays:
+                continue
             names = [f"{q.database}.{q.schema}.{q.item}"]
             if q.database == DEFAULT_DATABASE:
                 names.append(f"{q.schema}.{q.item}")
                 if q.schema == DEFAULT_SCHEMA:
                     names.append(q.item)
-            for n in names:
-                relations += array_relations(n, ((c.name, c.type) for c in self._objects[key].schema))
+            relations += [(n.lower(), arrays[0][1]) for n in names]
         # (a text reading no array: the translation every other reader of it shares)
         return translate(sql, tuple(relations)) if relations else translate(sql)
 
