@@ -85,7 +85,7 @@ from colmz.sql.tree import (
     fast_constructor,
 )
 
-__all__ = ["MAX_DEPTH", "concat_chains", "duckdb_tokens", "quoted_name", "read_query"]
+__all__ = ["MAX_DEPTH", "concat_chains", "duckdb_lexed", "quoted_name", "read_query"]
 
 #: Deepest nesting read here (operands, operator chains, casts); deeper texts go to DuckDB.
 MAX_DEPTH = 48
@@ -191,25 +191,36 @@ def _finish(node, **fields):
     return node
 
 
-#: The last text lexed here and DuckDB's tokens of it (:func:`duckdb_tokens`): one tuple,
-#: replaced whole, so a thread reads a text with its own tokens.
+#: The last text lexed here and its tokens (:func:`duckdb_lexed`): one tuple, replaced
+#: whole, so a thread reads a text with its own tokens.
 _LAST_LEXED: tuple = (None, None)
 
 
-def duckdb_tokens(text: str) -> list:
-    """``duckdb.tokenize(text)``: ``(byte offset, token type)`` pairs; the last text
-    :func:`read_query` lexed is not lexed again (the tree module's check of one
-    expression reads the tokens of the text just parsed).
+def duckdb_lexed(text: str) -> tuple[list[str], list[int], list[str]]:
+    """DuckDB's lexer's tokens of ``text`` (``duckdb.tokenize``, comments included): each
+    one's kind (``i`` identifier, ``n`` number, ``s`` string, ``o`` operator, ``k`` keyword,
+    ``c`` comment), character offset and text (up to the next token, less whitespace). The
+    last text lexed is not lexed again: :func:`read_query`'s text is the one the tree module
+    then shapes (:func:`colmz.sql.shapes.shape_of`) or checks for tokens outside one
+    expression. Raises what DuckDB's lexer raises.
 
-    >>> [at for at, _ in duckdb_tokens("SELECT (a)")]
-    [0, 7, 8, 9]
+    >>> duckdb_lexed("SELECT (a) -- c")
+    (['k', 'o', 'i', 'o', 'c'], [0, 7, 8, 9, 11], ['SELECT', '(', 'a', ')', '-- c'])
     """
+    global _LAST_LEXED
     last = _LAST_LEXED
     if last[0] == text:
         return last[1]
-    from colmz.sql.run import require_duckdb
-
-    return require_duckdb().tokenize(text)
+    if not _KINDS:
+        _load()
+    raw = _KINDS["tokenize"](text)
+    kinds = [_KINDS[id(kind)] for _, kind in raw]
+    chars = char_offsets(text)
+    starts = [at for at, _ in raw] if chars is None else [chars[at] for at, _ in raw]
+    # each token's text runs to the next token's start, less the whitespace
+    texts = [text[a:b].rstrip(_SPACE) for a, b in zip(starts, [*starts[1:], len(text)])]
+    _LAST_LEXED = (text, (kinds, starts, texts))
+    return kinds, starts, texts
 
 
 def quoted_name(token: str) -> str | None:
@@ -232,22 +243,10 @@ class _Reader:
     __slots__ = ("text", "K", "S", "E", "T", "U", "n", "i", "parens", "span", "depth", "chains", "longer")
 
     def __init__(self, text: str, longer: int = 0) -> None:
-        if not _KINDS:
-            _load()
         try:
-            raw = _KINDS["tokenize"](text)
+            K, S, T = duckdb_lexed(text)
         except Exception:  # noqa: BLE001 - what DuckDB's lexer refuses, DuckDB's parser reports
             raise _GIVE_UP from None
-        global _LAST_LEXED
-        _LAST_LEXED = (text, raw)
-        try:
-            K = [_KINDS[id(kind)] for _, kind in raw]
-        except KeyError:
-            raise _GIVE_UP from None
-        chars = char_offsets(text)
-        S = [at for at, _ in raw] if chars is None else [chars[at] for at, _ in raw]
-        # each token's text runs to the next token's start, less the whitespace
-        T = [text[a:b].rstrip(_SPACE) for a, b in zip(S, [*S[1:], len(text)])]
         if "c" in K:
             # a comment: colmz's tokenizer must read the same parentheses around it
             for t in [t for k, t in zip(K, T) if k == "c"]:

@@ -49,8 +49,9 @@ import threading
 from collections import OrderedDict
 from dataclasses import dataclass
 
+from colmz.sql.grammar import duckdb_lexed
 from colmz.sql.tokens import CACHED_CHARS
-from colmz.sql.tree import Expression, Literal, Modifier, Order, Query, Table, Window, char_offsets
+from colmz.sql.tree import Expression, Literal, Modifier, Order, Query, Table, Window
 
 __all__ = ["MAX_SHAPES", "Shape", "cached_tree", "clear_shapes", "remap_tree", "remember", "shape_of",
            "shapes_held"]
@@ -84,12 +85,6 @@ class Shape:
     values: tuple[str, ...]
 
 
-def _tokenize(text: str):
-    from colmz.sql.run import require_duckdb  # run imports the translation, which imports the tree
-
-    return require_duckdb().tokenize(text)
-
-
 def shape_of(text: str) -> Shape | None:
     """The shape of ``text``, or ``None`` when it has none (too long for the caches).
 
@@ -100,11 +95,9 @@ def shape_of(text: str) -> Shape | None:
     if len(text) > CACHED_CHARS:
         return None
     try:
-        toks = _tokenize(text)
+        kinds, offsets, tokens = duckdb_lexed(text)
     except Exception:  # noqa: BLE001 - a text DuckDB's lexer refuses has no shape (its parse says why)
         return None
-    chars = char_offsets(text)
-    number, string, comment = _variable()
     key: list[str] = []
     starts: list[int] = []
     ends: list[int] = []
@@ -112,25 +105,20 @@ def shape_of(text: str) -> Shape | None:
     slots: list[int] = []
     values: list[str] = []
     at = 0
-    n = len(toks)
-    for i, (b, kind) in enumerate(toks):
-        # (identity: DuckDB's token kinds are a Python enum, slow to hash)
-        if kind is not number and kind is not string and kind is not comment:
+    for kind, s, tok in zip(kinds, offsets, tokens):
+        if kind != "n" and kind != "s" and kind != "c":
             continue
-        s = b if chars is None else chars[b]
-        nb = toks[i + 1][0] if i + 1 < n else None
-        tok = text[s : len(text) if nb is None else (nb if chars is None else chars[nb])].rstrip(_WS)
         key.append(text[at:s])
-        if kind is number:
+        if kind == "n":
             m = _NUMBER.fullmatch(tok)
             form = "=" + tok if m is None else "#" + m.lastgroup
-        elif kind is string:
+        elif kind == "s":
             form = "'" if _PLAIN_STRING.fullmatch(tok) else "=" + tok
         else:
             form = "c"
         if form[0] in "#'":
             slots.append(len(starts))
-            values.append(tok if kind is number else tok[1:-1].replace("''", "'"))
+            values.append(tok if kind == "n" else tok[1:-1].replace("''", "'"))
         key.append(form)
         starts.append(s)
         ends.append(s + len(tok))
@@ -138,19 +126,6 @@ def shape_of(text: str) -> Shape | None:
         at = s + len(tok)
     key.append(text[at:])
     return Shape(tuple(key), tuple(starts), tuple(ends), tuple(texts), tuple(slots), tuple(values))
-
-
-_VARIABLE: list = []
-
-
-def _variable() -> list:
-    # DuckDB's token kinds of the variable tokens: number, string, comment.
-    if not _VARIABLE:
-        from colmz.sql.run import require_duckdb
-
-        kinds = require_duckdb().token_type
-        _VARIABLE.extend((kinds.numeric_const, kinds.string_const, kinds.comment))
-    return _VARIABLE
 
 
 # ---------------------------------------------------------------------------- templates

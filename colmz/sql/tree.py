@@ -876,17 +876,12 @@ _HEAD = "SELECT ("
 def _outside_tokens(wrapped: str, lo: int, hi: int, start: int, end: int) -> str | None:
     """The first DuckDB token of ``wrapped[lo:hi]`` outside ``[start, end)`` that is not a
     comment or a parenthesis, or ``None``."""
-    from colmz.sql.grammar import duckdb_tokens
+    from colmz.sql.grammar import duckdb_lexed
 
-    chars = char_offsets(wrapped)
-    for at, kind in duckdb_tokens(wrapped):
-        if chars is not None:  # DuckDB's token offsets are bytes
-            at = chars[at]
-        if at < lo or at >= hi or start <= at < end or kind.name == "comment":
-            continue
-        if wrapped[at] in "()":
-            continue
-        return wrapped[at:hi][:40]
+    kinds, starts, _ = duckdb_lexed(wrapped)
+    for kind, at in zip(kinds, starts):
+        if lo <= at < hi and not start <= at < end and kind != "c" and wrapped[at] not in "()":
+            return wrapped[at:hi][:40]
     return None
 
 
