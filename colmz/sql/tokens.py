@@ -27,7 +27,7 @@ from collections.abc import Iterator, Sequence
 from colmz.sql.errors import SQLError, UnsupportedSQL
 
 __all__ = ["CACHED_CHARS", "MAX_NESTING", "NOT_BRACKET", "Token", "bracket_pairs", "check_balanced", "check_nesting", "closing", "cte_columns_of", "cte_definitions", "nesting_depth",
-           "require_text", "scan_from", "share_concat", "share_edit", "share_slice", "short_text_cache", "token_name", "tokenize", "top_level"]
+           "require_text", "scan", "share_concat", "share_edit", "share_slice", "short_text_cache", "token_name", "tokenize", "top_level"]
 
 #: Texts up to this many characters are remembered by the caches of colmz's SQL (a query
 #: re-run at every time is one); longer ones -- an INSERT of a large VALUES list, run once --
@@ -149,7 +149,7 @@ def _comment_end(text: str, i: int) -> int:
 #: :class:`Match` object per token and each token's kind read from its first character
 #: (:data:`_KIND_OF`), this is :func:`tokenize`'s common path; what that cannot decide alone
 #: (a character no alternative takes, an unterminated quote, a nested comment) is read by
-#: :func:`scan_from`.
+#: :func:`scan`.
 _PAIRS = re.compile(
     r"([ \t\n\r\f\v]*)("
     r"--[^\r\n]*[\r\n]?"
@@ -237,6 +237,13 @@ _SLICES: dict[str, list[Token]] = {}
 _SHALLOW: set[str] = set()
 
 
+def _hand(text: str, toks: list[Token]) -> None:
+    # ``toks``, the tokens of ``text``, left for its first tokenize (_SLICES, bounded)
+    if len(_SLICES) >= 256:
+        _SLICES.clear()
+    _SLICES[text] = toks
+
+
 def _moved(toks: Sequence[Token], delta: int, out: list[Token]) -> None:
     # ``out`` extended with copies of ``toks`` whose offsets move by ``delta`` (each
     # token's slots set here: a third cheaper than a call of Token); not moved, the same
@@ -271,17 +278,11 @@ def share_slice(text: str, toks: Sequence[Token], a: int, b: int) -> str:
     sub = text[lo:toks[b - 1].end]
     if len(sub) > CACHED_CHARS or sub in _SLICES:
         return sub
-    if len(_SLICES) >= 256:
-        _SLICES.clear()
     if len(_SHALLOW) >= 4096:
         _SHALLOW.clear()
-    if lo == 0:  # in place: the same tokens (read-only, shared)
-        _SLICES[sub] = list(toks[a:b])
-        _SHALLOW.add(sub)
-        return sub
     out: list[Token] = []
-    _moved(toks[a:b], -lo, out)
-    _SLICES[sub] = out
+    _moved(toks[a:b], -lo, out)  # in place (lo 0): the same tokens (read-only, shared)
+    _hand(sub, out)
     _SHALLOW.add(sub)
     return sub
 
@@ -324,9 +325,7 @@ def share_concat(pieces: Sequence[str]) -> str:
         _moved(toks, at, out)
         at += len(piece)
         before = piece[-1]
-    if len(_SLICES) >= 256:
-        _SLICES.clear()
-    _SLICES[text] = out
+    _hand(text, out)
     return text
 
 
@@ -375,9 +374,7 @@ def share_edit(old: str, toks: Sequence[Token], new: str) -> None:
         # and it is what tokenize reads first)
         got = _tokens_at_once(new)
         if got is not None:
-            if len(_SLICES) >= 256:
-                _SLICES.clear()
-            _SLICES[new] = got
+            _hand(new, got)
         return
     out = list(toks[:k])
     i = out[-1].end if out else 0
@@ -396,7 +393,7 @@ def share_edit(old: str, toks: Sequence[Token], new: str) -> None:
     # where one of old's started within the common ending (anything that raises: tokenize
     # reports it)
     try:
-        for t in _scan(new, i):
+        for t in scan(new, i):
             if t.start - delta >= tail:
                 j = bisect.bisect_left(toks, t.start - delta, lo=first_tail, key=_START)
                 if j < n_old and toks[j].start == t.start - delta:  # in step from here on
@@ -405,9 +402,7 @@ def share_edit(old: str, toks: Sequence[Token], new: str) -> None:
             out.append(t)
     except SQLError:
         return
-    if len(_SLICES) >= 256:
-        _SLICES.clear()
-    _SLICES[new] = out
+    _hand(new, out)
 
 
 @short_text_cache(4096)
@@ -425,42 +420,31 @@ def tokenize(text: str) -> tuple[Token, ...]:
     # time, which reports errors.
     if isinstance(text, str) and (got := _tokens_at_once(text)) is not None:
         return got
-    out: list[Token] = []
-    scan_from(text, 0, out)
-    return out
+    return list(scan(text))
 
 
-def scan_from(text: str, i: int, out: list[Token]) -> None:
-    """Append to ``out`` the tokens of ``text`` from offset ``i`` on, one match at a time
-    (:func:`tokenize` without its cache and its one-pass reading of plain runs).
+def scan(text: str, i: int = 0) -> Iterator[Token]:
+    """The tokens of ``text`` from offset ``i`` on (``i`` a token's end or 0), one match at
+    a time: :func:`tokenize` without its cache and its one-pass reading of plain runs. What
+    that pass leaves to it is read here: a nested comment (by its depth, then the matches
+    resume after it), else the error.
 
-    >>> out = []; scan_from("x /* a /* b */ */ + 1", 0, out); [t.text for t in out]
+    >>> [t.text for t in scan("x /* a /* b */ */ + 1")]
     ['x', '+', '1']
     """
-    out.extend(_scan(text, i))
-
-
-def _scan(text: str, i: int) -> Iterator[Token]:
-    # The tokens of ``text`` from offset ``i`` on, one match of _PAIRS each; what
-    # _tokens_at_once leaves to it is read here: a nested comment (by _comment_end, then the
-    # matches resume after it), else the error.
-    while True:
-        for m in _PAIRS.finditer(text, i):
-            tok = m.group(2)
-            at, end = m.start(2), m.end()
-            kind = _KIND_OF.get(tok[0])
-            if kind is not _WORD_KIND and kind is not _OP_KIND and kind is not _NUMBER_KIND:
-                kind = _odd_kind(tok, kind, text, end)
-                if kind is None:
-                    if tok != "/*":
-                        raise _lexing_error(text, at)
-                    i = _comment_end(text, at)
-                    break
-                if not kind:
-                    continue  # a comment
-            yield Token(kind, tok, at, end)
-        else:
-            return
+    while (m := _PAIRS.match(text, i)) is not None:  # (none past the last token)
+        tok, at, i = m.group(2), m.start(2), m.end()
+        kind = _KIND_OF.get(tok[0])
+        if kind is not _WORD_KIND and kind is not _OP_KIND and kind is not _NUMBER_KIND:
+            kind = _odd_kind(tok, kind, text, i)
+            if kind is None:
+                if tok != "/*":
+                    raise _lexing_error(text, at)
+                i = _comment_end(text, at)
+                continue
+            if not kind:
+                continue  # a comment
+        yield Token(kind, tok, at, i)
 
 
 def _lexing_error(text: str, i: int) -> SQLError:
