@@ -787,16 +787,19 @@ def output_names(query: str) -> list[str | None] | None:
         q = parse_tree(query)[0]
     except SQLError:
         return None
+    toks = tokenize(query)
+    return _names(q, query, toks, [t.start for t in toks])
+
+
+def _names(q, text: str, toks: list[Token], starts: list[int]) -> list[str | None] | None:
+    # output_names of query node ``q`` of ``text`` (also a scalar subquery's, in place)
     while q.type != "SELECT_NODE":
         if not q.children:
             return None
         q = q.children[0]
     if any(e.cls == "STAR" for e in q.items):
         return None
-    toks = tokenize(query)
-    starts = [t.start for t in toks]
-    return [_alias(e, query, toks, starts) if e.alias else _figure_name(e, query, toks, starts)[0]
-            for e in q.items]
+    return [_alias(e, text, toks, starts) if e.alias else _figure_name(e, text, toks, starts)[0] for e in q.items]
 
 
 def _alias(e, text: str, toks: list[Token], starts: list[int]) -> str:
@@ -882,7 +885,7 @@ def _figure_name(e, text: str, toks: list[Token], starts: list[int]) -> tuple[st
         word = text[e.start : e.start + 6].upper()
         if word in ("EXISTS", "ARRAY(", "ARRAY "):
             return ("exists" if word == "EXISTS" else "array"), 2
-        names = output_names(text[e.start : e.end].strip()[1:-1]) if text[e.start] == "(" else None
+        names = _names(e.subquery, text, toks, starts) if text[e.start] == "(" else None
         return (names[0], 2) if names and names[0] not in (None, "?column?") else ("?column?", 0)
     if e.cls in ("FUNCTION", "WINDOW") and e.name:
         if e.name == ("row",):
