@@ -579,34 +579,8 @@ def _smallest_int(c: Call) -> str:
     return f"CAST({v} AS {_SMALLEST_INTS[v]})"
 
 
-#: Function name as written (lower case) -> rule: the DuckDB text of the call's span, or
-#: None to keep the call as written (the calls inside it still rewritten); a rule may raise
-#: ``UnsupportedSQL``.
-CALLS: dict[str, Rule] = {
-    "btrim": _rename("trim"),  # DuckDB's trim(string[, characters]) is PostgreSQL's btrim
-    "lpad": _pad, "rpad": _pad, "to_hex": _to_hex, "extract": _extract,
-    "substr": _substr, "substring": _substr, "round": _round, "generate_series": _generate_series,
-    "every": _rename("bool_and"),  # PostgreSQL's every is bool_and
-    "array_to_string": _third_argument, "string_to_array": _third_argument,
-    "date_trunc": lambda c: _date_trunc(c),  # defined below, with the other type rules
-    "regexp_replace": lambda c: _regexp_replace(c),
-    "chr": _macro(CHR, 1), "unnest": lambda c: _unnest(c), "split_part": _macro(SPLIT_PART, 3), "string_agg": _string_agg,
-    # PostgreSQL's meaning where DuckDB's namesake answers otherwise (NaN or an infinity
-    # where PostgreSQL raises; 0 for an empty array's length): colmz's macro.
-    **{name: _rename(macro) for name, macro in CALL_MACROS.items()},
-    **dict.fromkeys(_POLYMORPHIC, _polymorphic),
-    "array_agg": lambda c: _polymorphic(c) or _sorted_distinct(c),
-    "pg_typeof": _refuse("pg_typeof() is not supported by colmz (DuckDB names its own types)"),
-    "sum": lambda c: _sum_of_real(c),
-    "concat": lambda c: _concat_call(c), "concat_ws": lambda c: _concat_call(c),
-}
-
-# --- jsonbfn: PostgreSQL's jsonb functions and operators, initcap, regexp_match
-# (colmz.sql.jsonb): calls by name here, operators in rule_of, the looser chain of ``->``
-CALLS.update(jsonb.CALLS)
 #: Operators of colmz.sql.jsonb by DuckDB's name of their node (``@>``, the spelled ``#>`` ...).
 _JSONB_OPS = frozenset(jsonb.OPERATORS)
-# --- end jsonbfn
 
 #: The name of DuckDB's node for a call written otherwise: a node is the call written at its
 #: start only when its own name is the one written (``f(x) * 2`` is a ``*`` node there).
@@ -670,7 +644,6 @@ def _sum_of_real(c: Call) -> None:
     if any(_shows_real(k, c.text) and k.end <= over for k in c.node.children):
         raise UnsupportedSQL("sum() of a real is not supported by colmz (PostgreSQL adds in single "
                              "precision; DuckDB in double): cast the argument to float8")
-    return None
 
 
 def _real_mixed(c: Call) -> str:
@@ -2511,14 +2484,10 @@ class _Walk:
     @functools.cached_property
     def chains(self) -> dict[int, int]:
         # each outermost subscript of a chain (a[i][j]) by id, with its number of subscripts
-        inner, ends, out = set(), {}, {}
-        for d in (d for q in self.stmts for d in all_queries(q)):
-            for root, _ in _own_roots(d):
-                for k in root.walk():
-                    if k.type == "ARRAY_EXTRACT" and k.children:
-                        ends[id(k)] = k
-                        if k.children[0].type == "ARRAY_EXTRACT":
-                            inner.add(id(k.children[0]))
+        ends = {id(k): k for q in self.stmts for d in all_queries(q) for root, _ in _own_roots(d)
+                for k in root.walk() if k.type == "ARRAY_EXTRACT" and k.children}
+        inner = {id(k.children[0]) for k in ends.values()}
+        out = {}
         for i, k in ends.items():
             if i not in inner:
                 depth = 0
@@ -2578,9 +2547,9 @@ def _entry(keys, words=(), ops=()) -> Callable[[Finder], Finder]:
 _CASTS = ("CAST",)
 
 
-def _when(keys, rule: Rule, when: Callable[[Expression, _Walk], bool] | None = None, words=(), ops=()) -> None:
+def _when(keys, rule: Rule, when: Callable[[Expression, _Walk], bool], words=(), ops=()) -> None:
     # An entry whose rule is ``rule`` for a node of ``keys`` for which ``when`` holds.
-    _entry(keys, words, ops)(lambda e, w: rule if when is None or when(e, w) else None)
+    _entry(keys, words, ops)(lambda e, w: rule if when(e, w) else None)
 
 
 # The entries, in the order a node's are asked (of one key: the first rule found applies).
@@ -2675,6 +2644,30 @@ for _op, _rule in jsonb.OPERATORS.items():  # (a rule may give None: not jsonb)
 # jsonb - text (None for any other -)
 _when(("-",), jsonb.MINUS, lambda e, w: e.cls == "FUNCTION" and len(e.children) == 2)
 _when(_LIKES, _like, lambda e, w: len(e.children) == 2, words=("like", "ilike"), ops=_LIKES)
+
+
+#: Function name as written (lower case) -> rule: the DuckDB text of the call's span, or
+#: None to keep the call as written (the calls inside it still rewritten); a rule may raise
+#: ``UnsupportedSQL``.
+CALLS: dict[str, Rule] = {
+    "btrim": _rename("trim"),  # DuckDB's trim(string[, characters]) is PostgreSQL's btrim
+    "lpad": _pad, "rpad": _pad, "to_hex": _to_hex, "extract": _extract,
+    "substr": _substr, "substring": _substr, "round": _round, "generate_series": _generate_series,
+    "every": _rename("bool_and"),  # PostgreSQL's every is bool_and
+    "array_to_string": _third_argument, "string_to_array": _third_argument, "date_trunc": _date_trunc,
+    "regexp_replace": _regexp_replace, "chr": _macro(CHR, 1), "unnest": _unnest,
+    "split_part": _macro(SPLIT_PART, 3), "string_agg": _string_agg,
+    # PostgreSQL's meaning where DuckDB's namesake answers otherwise (NaN or an infinity
+    # where PostgreSQL raises; 0 for an empty array's length): colmz's macro.
+    **{name: _rename(macro) for name, macro in CALL_MACROS.items()},
+    **dict.fromkeys(_POLYMORPHIC, _polymorphic),
+    "array_agg": lambda c: _polymorphic(c) or _sorted_distinct(c),
+    "pg_typeof": _refuse("pg_typeof() is not supported by colmz (DuckDB names its own types)"),
+    "sum": _sum_of_real, "concat": _concat_call, "concat_ws": _concat_call,
+    # PostgreSQL's jsonb functions, initcap, regexp_match (colmz.sql.jsonb; its operators
+    # are entries below, the looser chain of ``->`` _jsonb_arrow's)
+    **jsonb.CALLS,
+}
 
 
 def _named_call(written: str) -> Finder:
