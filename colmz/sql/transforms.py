@@ -558,8 +558,7 @@ _POLYMORPHIC = {
 def _polymorphic(c: Call) -> str | None:
     # the first argument: the first child in the text (a window's PARTITION BY and ORDER BY
     # come first among its children), right after the call's parenthesis
-    kids = [k for k in c.node.children if k.start >= 0]
-    first = min(kids, key=lambda k: k.start) if kids else None
+    first = min((k for k in c.node.children if k.start >= 0), key=lambda k: k.start, default=None)
     if first is not None and first.literal is not None and first.literal.kind in ("STRING", "NULL_LITERAL") \
             and c.text[: first.start].rstrip().endswith("("):
         raise SQLError(f"{_POLYMORPHIC[c.name]}: {c.name}({_written(c.text, first)}...)")
@@ -1849,7 +1848,8 @@ def _regexp_replace(c: Call) -> str | None:
             return None
         flags = lit.text + "s"
         pattern = a[1].literal
-        if "g" in flags and (pattern is None or pattern.kind != "STRING" or _matches_empty(pattern.text)):
+        if "g" in flags and (pattern is None or pattern.kind != "STRING" or (rx := _regex(pattern.text)) is None
+                             or rx.search("") is not None):
             # after a match PostgreSQL tries an empty one where it ended ('aaa', 'a*': XX), RE2
             # does not (X)
             raise UnsupportedSQL("regexp_replace(..., 'g') with a pattern that may match an empty string "
@@ -1861,7 +1861,8 @@ def _regexp_replace(c: Call) -> str | None:
     lit = a[2].literal
     if lit is not None and lit.kind == "STRING" and "\\" in lit.text:
         pattern = a[1].literal
-        groups = _group_count(pattern.text) if pattern is not None and pattern.kind == "STRING" else None
+        rx = _regex(pattern.text) if pattern is not None and pattern.kind == "STRING" else None
+        groups = None if rx is None else rx.groups
         if groups is None and re.search(r"\\[1-9]", lit.text):
             raise UnsupportedSQL("regexp_replace() with a group reference (\\1) and a pattern not written as "
                                  "a literal is not supported by colmz (PostgreSQL's missing group is empty, "
@@ -1870,20 +1871,11 @@ def _regexp_replace(c: Call) -> str | None:
     return f"regexp_replace({x}, {p}, {r}, '{flags}')"
 
 
-def _matches_empty(pattern: str) -> bool:
-    # whether the regular expression may match an empty string (read by Python's re; one it
-    # cannot read counts as may)
+def _regex(pattern: str) -> re.Pattern | None:
+    # the regular expression read by Python's re (whose capturing groups and empty matches
+    # are PostgreSQL's for the patterns both read), None when re cannot read it
     try:
-        return re.search(pattern, "") is not None
-    except (re.error, OverflowError):
-        return True
-
-
-def _group_count(pattern: str) -> int | None:
-    # the capturing groups of a regular expression (read by Python's re, whose groups are
-    # PostgreSQL's for the patterns both read), None when re cannot read it
-    try:
-        return re.compile(pattern).groups
+        return re.compile(pattern)
     except (re.error, OverflowError):
         return None
 
@@ -2192,9 +2184,12 @@ def _may_name_derived(toks) -> bool:
     # A subquery's item DuckDB names otherwise (``upper('a')``, read by the query around it
     # as ``upper``) or repeated column name (marked under a *, ambiguous where the query
     # reading it names it) is read too, with or without a star.
-    # a select-list star (not count(*), a * b)
-    star = any(i and (toks[i - 1].upper or toks[i - 1].text) in _BEFORE_STAR
-               for i in [i for i, t in enumerate(toks) if t.text == "*" and t.kind == "op"])
+    star = False  # a select-list star (not count(*), a * b)
+    for i in range(1, len(toks)):
+        t = toks[i]
+        if t.text == "*" and t.kind == "op" and (toks[i - 1].upper or toks[i - 1].text) in _BEFORE_STAR:
+            star = True
+            break
     n = len(toks)
     for i, t in enumerate(toks):
         if t.upper == "SELECT" and (
