@@ -47,7 +47,7 @@ import functools
 from colmz.sql.build import RESERVED_PREFIX, splice
 from colmz.sql.errors import SQLError
 from colmz.sql.tokens import closing, tokenize, top_level
-from colmz.sql.transforms import VOLATILE, all_queries
+from colmz.sql.transforms import VOLATILE, all_queries, item_name
 from colmz.sql.tree import Expression, Query, Table, parse_tree
 
 __all__ = ["distinct_on_keys", "filter_commutes", "passed_columns", "preserved_items", "push_filters"]
@@ -242,17 +242,8 @@ def passed_columns(q: Query, renames: tuple[str, ...]) -> dict[str, Expression |
     """Output name (lower case, ``renames`` first) -> the column reference ``q`` passes
     through under it, or None for a computed item (or a name another item also defines,
     which DuckDB may read as that item's alias); None if an item has no name or two share one."""
-    names = []
-    for pos, i in enumerate(q.items):
-        if pos < len(renames):
-            names.append(renames[pos].lower())
-        elif i.alias:
-            names.append(i.alias.lower())
-        elif i.cls == "COLUMN_REF":
-            names.append(i.name[-1].lower())
-        else:
-            return None
-    if len(set(names)) != len(names):
+    names = [item_name(i, pos, renames).lower() for pos, i in enumerate(q.items)]
+    if "" in names or len(set(names)) != len(names):
         return None
     out: dict[str, Expression | None] = {}
     for name, i in zip(names, q.items):

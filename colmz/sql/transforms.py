@@ -132,7 +132,7 @@ from collections.abc import Callable, Iterator
 from decimal import Decimal
 
 from colmz.sql import jsonb
-from colmz.sql.build import BYTEA_IN, RESERVED_PREFIX
+from colmz.sql.build import BYTEA_IN, RESERVED_PREFIX, identifier
 from colmz.sql.errors import SQLError, UnsupportedSQL
 from colmz.sql.jsonb import jsonb_dump as _jsonb_dump
 from colmz.sql.jsonb import jsonb_load as _jsonb_load
@@ -147,7 +147,8 @@ from colmz.sql.numeric import (
     literal_text,
     parse_literal,
 )
-from colmz.sql.tokens import closing, cte_definitions, top_level
+from colmz.sql.parse import output_names
+from colmz.sql.tokens import closing, cte_definitions, tokenize, top_level
 from colmz.sql.tree import Expression, Query, Table, parse_tree
 
 __all__ = [
@@ -181,6 +182,7 @@ __all__ = [
     "first_branch",
     "float_check",
     "float_kind",
+    "item_name",
     "is_arith",
     "jsonb_concat",
     "jsonb_get",
@@ -246,6 +248,12 @@ class Call:
         it rewritten."""
         return self._span(lo, hi)
 
+    def by(self, rule: Rule | None) -> str:
+        """The node's text by ``rule`` (as written, the nodes inside it rewritten, where it
+        gives None or is None)."""
+        out = rule(self) if rule is not None else None
+        return self._render(self.node) if out is None else out
+
     def renamed(self, new: str) -> str:
         """The call with its name replaced by ``new`` (arguments, FILTER, OVER kept)."""
         return new + self._render(self.node, skip_name=True)
@@ -283,24 +291,33 @@ def _rename(new: str) -> Rule:
     return lambda c: c.renamed(new)
 
 
+def _plain(*arities: int) -> Callable[[Rule], Rule]:
+    # The rule of an ordinary scalar call (Call.plain) of one of ``arities`` arguments (of any
+    # number without them); any other call is kept as written.
+    def only(rule: Rule) -> Rule:
+        return lambda c: rule(c) if c.plain and (not arities or len(c.arguments) in arities) else None
+
+    return only
+
+
 def _macro(new: str, arity: int) -> Rule:
     # a plain call of ``arity`` arguments is a call of colmz's macro ``new`` of the same arguments
-    return lambda c: f"{new}({', '.join(c.args)})" if c.plain and len(c.arguments) == arity else None
+    return _plain(arity)(lambda c: f"{new}({', '.join(c.args)})")
 
 
-def _refuse(message: str) -> Rule:
-    # a construct colmz does not run with PostgreSQL's meaning: UnsupportedSQL naming it
+def _refuse(message: str, error: type[SQLError] = UnsupportedSQL) -> Rule:
+    # a construct colmz does not run with PostgreSQL's meaning: UnsupportedSQL naming it (or
+    # ``error``: PostgreSQL's own)
     def refuse(c: Call) -> None:
-        raise UnsupportedSQL(message)
+        raise error(message)
 
     return refuse
 
 
-def _pad(c: Call) -> str | None:  # PostgreSQL pads with spaces by default
-    if not c.plain or len(c.arguments) not in (2, 3):
-        return None
+@_plain(2, 3)
+def _pad(c: Call) -> str:  # PostgreSQL pads with spaces by default
     if len(c.arguments) == 3:  # an empty fill only truncates in PostgreSQL (DuckDB raises)
-        return _macro(PAD_MACROS[c.name], 3)(c)
+        return f"{PAD_MACROS[c.name]}({', '.join(c.args)})"
     return f"{c.name}({c.args[0]}, {c.args[1]}, ' ')"
 
 
@@ -309,10 +326,9 @@ def _pad(c: Call) -> str | None:  # PostgreSQL pads with spaces by default
 PAD_MACROS = {f: RESERVED_PREFIX + f for f in ("lpad", "rpad")}
 
 
-def _to_hex(c: Call) -> str | None:
+@_plain(1)
+def _to_hex(c: Call) -> str:
     # PostgreSQL prints lower-case digits, and an int4 (or int2) in 32 bits (-1 is ffffffff)
-    if not c.plain or len(c.arguments) != 1:
-        return None
     x = c.args[0]
     if x.strip().isdigit():
         return f"lower(to_hex({x}))"
@@ -320,10 +336,11 @@ def _to_hex(c: Call) -> str | None:
             f"THEN CAST({x} AS BIGINT) + 4294967296 ELSE {x} END))")
 
 
+@_plain(2)
 def _extract(c: Call) -> str | None:
     # PostgreSQL's seconds keep their fraction; DuckDB's second is whole.
-    a = c.arguments
-    if c.plain and len(a) == 2 and a[0].literal is not None and a[0].literal.text.lower() == "second":
+    unit = c.arguments[0].literal
+    if unit is not None and unit.text.lower() == "second":
         return f"(date_part('microsecond', {c.args[1]}) / 1000000.0)"
     return None
 
@@ -331,13 +348,12 @@ def _extract(c: Call) -> str | None:
 _NEGATIVE_LENGTH = "error('negative substring length not allowed')"
 
 
-def _substr(c: Call) -> str | None:
+@_plain(2, 3)
+def _substr(c: Call) -> str:
     # PostgreSQL's substr(s, a, n) is the characters at positions a .. a+n-1 that exist (a
     # position before the first counts, holding nothing); DuckDB counts a < 1 from the end.
     # substring(s FROM a FOR n) is DuckDB's node of the same three arguments.
     a = c.arguments
-    if not c.plain or len(a) not in (2, 3):
-        return None
     if a[1].literal is not None and a[1].literal.kind == "STRING":
         raise UnsupportedSQL(f"{c.name}(string FROM pattern) with a text pattern (a POSIX regular "
                              "expression match) is not supported by colmz")
@@ -353,9 +369,8 @@ def _substr(c: Call) -> str | None:
     return f"substr({s_arg}, {start}, {length})"
 
 
+@_plain(1, 2)
 def _round(c: Call) -> str | None:
-    if not c.plain or len(c.arguments) not in (1, 2):
-        return None
     if len(c.arguments) == 2:
         return _round_places(c.args[0], c.arguments[1])
     # PostgreSQL's round(x): half to even for a double (rint), half away from zero for
@@ -368,14 +383,10 @@ def _round(c: Call) -> str | None:
         return f"round({x})"
     if kind == "double":
         return f"round_even({x}, 0)"
-    if kind == "avg":
-        # PostgreSQL's avg of integers or numeric is numeric (DuckDB's is DOUBLE); of a
-        # double, double: the argument's type decides.
-        inner = x[x.index("(") + 1 : x.rindex(")")]
-        return (f"(CASE WHEN typeof(min({inner})) IN ('DOUBLE', 'FLOAT') THEN round_even({x}, 0) "
-                f"ELSE round({x}) END)")
-    return (f"(CASE WHEN typeof({x}) IN ('DOUBLE', 'FLOAT') THEN round_even({x}, 0) "
-            f"ELSE round({x}) END)")
+    # PostgreSQL's avg of integers or numeric is numeric (DuckDB's is DOUBLE); of a double,
+    # double: the argument's type decides.
+    typed = f"min({x[x.index('(') + 1 : x.rindex(')')]})" if kind == "avg" else x
+    return f"(CASE WHEN typeof({typed}) IN ('DOUBLE', 'FLOAT') THEN round_even({x}, 0) ELSE round({x}) END)"
 
 
 #: PostgreSQL's type of each spelling of a type name the rules read (lower case, words
@@ -406,7 +417,7 @@ _FLOAT_TYPES = type_words("double precision", "real", upper=True)
 
 
 def _type_kind(t: Expression, text: str) -> str | None:
-    words = text[t.start : t.end].replace("(", " ").upper().split() if t.start >= 0 else []
+    words = _type_text(t, text).replace("(", " ").upper().split()
     if any(w in _FLOAT_TYPES for w in words):
         return "double"
     return "numeric" if words and words[0] in ("NUMERIC", "DECIMAL") else None
@@ -417,7 +428,7 @@ def _round_kind(e: Expression, text: str) -> str | None:
     if e.cls == "CONSTANT" and e.literal is not None and e.literal.kind not in (
             "STRING", "BOOLEAN", "NULL_LITERAL", "BLOB"):
         return "numeric"
-    if e.cls == "CAST" and len(e.children) == 2 and (kind := _type_kind(e.children[1], text)):
+    if _cast_type(e, text) is not None and (kind := _type_kind(e.children[1], text)):
         return kind
     if e.cls == "FUNCTION" and e.name == ("avg",):
         return "avg"
@@ -462,9 +473,8 @@ def _round_places(x: str, places: Expression) -> str:
     return f"(round({x}, {n}) + CAST(0 AS DECIMAL({n + 1},{n})))"
 
 
-def _generate_series(c: Call) -> str | None:
-    if not c.plain:
-        return None
+@_plain()
+def _generate_series(c: Call) -> str:
     if c.inside:
         raise UnsupportedSQL(f"generate_series() inside {c.inside} is not supported by colmz "
                              "(PostgreSQL does not allow set-returning functions there)")
@@ -495,6 +505,8 @@ ARRAY_TO_STRING = RESERVED_PREFIX + "array_to_string"
 #: with none (DuckDB: one element, an element per character, NULL).
 STRING_TO_ARRAY = RESERVED_PREFIX + "string_to_array"
 SPLIT_PART = RESERVED_PREFIX + "split_part"
+#: PostgreSQL's chr(0) raises (text holds no NUL), DuckDB's gives one.
+CHR = RESERVED_PREFIX + "chr"
 SPLITTING_MACROS = (
     f"CREATE OR REPLACE MACRO {STRING_TO_ARRAY}(s, d) AS CASE WHEN s IS NULL THEN NULL "
     "WHEN s = '' THEN CAST([] AS VARCHAR[]) WHEN d IS NULL THEN string_split(s, '') "
@@ -546,8 +558,7 @@ _POLYMORPHIC = {
 def _polymorphic(c: Call) -> str | None:
     # the first argument: the first child in the text (a window's PARTITION BY and ORDER BY
     # come first among its children), right after the call's parenthesis
-    kids = [k for k in c.node.children if k.start >= 0]
-    first = min(kids, key=lambda k: k.start) if kids else None
+    first = min((k for k in c.node.children if k.start >= 0), key=lambda k: k.start, default=None)
     if first is not None and first.literal is not None and first.literal.kind in ("STRING", "NULL_LITERAL") \
             and c.text[: first.start].rstrip().endswith("("):
         raise SQLError(f"{_POLYMORPHIC[c.name]}: {c.name}({_written(c.text, first)}...)")
@@ -567,34 +578,8 @@ def _smallest_int(c: Call) -> str:
     return f"CAST({v} AS {_SMALLEST_INTS[v]})"
 
 
-#: Function name as written (lower case) -> rule: the DuckDB text of the call's span, or
-#: None to keep the call as written (the calls inside it still rewritten); a rule may raise
-#: ``UnsupportedSQL``.
-CALLS: dict[str, Rule] = {
-    "btrim": _rename("trim"),  # DuckDB's trim(string[, characters]) is PostgreSQL's btrim
-    "lpad": _pad, "rpad": _pad, "to_hex": _to_hex, "extract": _extract,
-    "substr": _substr, "substring": _substr, "round": _round, "generate_series": _generate_series,
-    "every": _rename("bool_and"),  # PostgreSQL's every is bool_and
-    "array_to_string": _third_argument, "string_to_array": _third_argument,
-    "date_trunc": lambda c: _date_trunc(c),  # defined below, with the other type rules
-    "regexp_replace": lambda c: _regexp_replace(c),
-    "chr": lambda c: _chr(c), "unnest": lambda c: _unnest(c), "split_part": _macro(SPLIT_PART, 3), "string_agg": _string_agg,
-    # PostgreSQL's meaning where DuckDB's namesake answers otherwise (NaN or an infinity
-    # where PostgreSQL raises; 0 for an empty array's length): colmz's macro.
-    **{name: _rename(macro) for name, macro in CALL_MACROS.items()},
-    **dict.fromkeys(_POLYMORPHIC, _polymorphic),
-    "array_agg": lambda c: _polymorphic(c) or _sorted_distinct(c),
-    "pg_typeof": _refuse("pg_typeof() is not supported by colmz (DuckDB names its own types)"),
-    "sum": lambda c: _sum_of_real(c),
-    "concat": lambda c: _concat_call(c), "concat_ws": lambda c: _concat_call(c),
-}
-
-# --- jsonbfn: PostgreSQL's jsonb functions and operators, initcap, regexp_match
-# (colmz.sql.jsonb): calls by name here, operators in rule_of, the looser chain of ``->``
-CALLS.update(jsonb.CALLS)
 #: Operators of colmz.sql.jsonb by DuckDB's name of their node (``@>``, the spelled ``#>`` ...).
 _JSONB_OPS = frozenset(jsonb.OPERATORS)
-# --- end jsonbfn
 
 #: The name of DuckDB's node for a call written otherwise: a node is the call written at its
 #: start only when its own name is the one written (``f(x) * 2`` is a ``*`` node there).
@@ -635,8 +620,7 @@ def _shows_real(n: Expression, text: str, memo: dict | None = None) -> bool:
     if is_arith(n):
         out = all(_shows_real(k, text, memo) for k in n.children)
     else:
-        out = n.cls == "CAST" and len(n.children) == 2 \
-            and float_kind(" ".join(_type_text(n.children[1], text).split())) == "real"
+        out = float_kind(_cast_type(n, text) or "") == "real"
     if memo is not None:
         memo[id(n)] = out
     return out
@@ -659,7 +643,6 @@ def _sum_of_real(c: Call) -> None:
     if any(_shows_real(k, c.text) and k.end <= over for k in c.node.children):
         raise UnsupportedSQL("sum() of a real is not supported by colmz (PostgreSQL adds in single "
                              "precision; DuckDB in double): cast the argument to float8")
-    return None
 
 
 def _real_mixed(c: Call) -> str:
@@ -785,6 +768,17 @@ def first_branch(q: Query) -> Query:
     return q
 
 
+def item_name(e: Expression, i: int, renames: tuple[str, ...] = ()) -> str:
+    """The name of select item ``e``, the ``i``-th of its list, where a column list
+    ``renames`` names the first ones anew: its rename, else its alias, else a column's name;
+    ``""`` for an item whose name PostgreSQL figures otherwise (``?column?``, ``upper``).
+
+    >>> [item_name(e, i, ("x",)) for i, e in enumerate(parse_tree("SELECT a, t.b, c AS d, 1")[0].items)]
+    ['x', 'b', 'd', '']
+    """
+    return renames[i] if i < len(renames) else e.alias or (e.name[-1] if e.cls == "COLUMN_REF" else "")
+
+
 def table_refs(d: Query) -> list[Table]:
     """Every table reference of ``d``'s ``FROM`` (a join's sides too)."""
     out, stack = [], [d.from_] if d.from_ is not None else []
@@ -899,10 +893,10 @@ def _array_shape(e: Expression) -> tuple[int, ...] | None:
     # The dimensions of an array written as nested lists (ARRAY[[1, 2], [3, 4]] is (2, 2)),
     # () for another value, None when its sub-arrays (every element a list) differ in shape:
     # PostgreSQL's multidimensional arrays are rectangular, DuckDB's lists of lists need not be
-    if not (e.type == "ARRAY_CONSTRUCTOR" or (e.cls == "FUNCTION" and e.name == ("list_value",))):
+    if not _is_list(e):
         return ()
     shapes = [_array_shape(k) for k in e.children]
-    lists = [x for k, x in zip(e.children, shapes) if k.type == "ARRAY_CONSTRUCTOR" or k.name == ("list_value",)]
+    lists = [x for k, x in zip(e.children, shapes) if _is_list(k)]
     if None in shapes or (lists and len(lists) == len(shapes) and len(set(lists)) > 1):
         return None
     return (len(e.children), *(lists[0] if lists and len(lists) == len(shapes) else ()))
@@ -1000,8 +994,7 @@ def _array_text_cast(c: Call) -> str:
     return f"CAST({sql(value)} AS {c.text_of(t)}{'[]' * depth})"
 
 
-def _ragged_array(c: Call) -> str:
-    raise SQLError("multidimensional arrays must have array expressions with matching dimensions")
+_ragged_array = _refuse("multidimensional arrays must have array expressions with matching dimensions", SQLError)
 
 
 def _array_rows(c: Call) -> str:
@@ -1084,7 +1077,7 @@ def array_columns(stmts, text: str, relations: Relations = ()) -> frozenset[tupl
                 return None
             cols: dict[str, bool] = {}
             for i, e in enumerate(first):
-                name = renames[i] if i < len(renames) else e.alias or (e.name[-1] if e.cls == "COLUMN_REF" else "")
+                name = item_name(e, i, renames)
                 if not name or e.cls in ("STAR", "COLUMNS"):
                     return None
                 # (a NULL beside arrays is one, as PostgreSQL's common type makes it)
@@ -1220,9 +1213,8 @@ def _subscript_chain(k: int) -> Rule:
     return rule
 
 
-def _column_slice(c: Call) -> str:
-    # a slice of a column array_columns knows is an array
-    return _array_slice(c, column=True)
+#: A slice of a column array_columns knows is an array.
+_column_slice = functools.partial(_array_slice, column=True)
 
 
 def _node_rule(e: Expression, w: _Walk) -> Rule | None:
@@ -1268,13 +1260,11 @@ def _is_cast(e: Expression, text: str) -> bool:
     return e.cls == "CAST" and len(e.children) == 2 and not text[e.start : e.start + 8].upper().startswith("TRY_CAST")
 
 
-def _constant(e: Expression, text: str, memo: dict | None = None) -> PgNumeric | None:
+def _constant(e: Expression, text: str, memo: dict) -> PgNumeric | None:
     """The value of ``e`` as PostgreSQL computes it when ``e`` is constant arithmetic --
     number literals, ``+ - * /``, unconstrained ``numeric`` casts -- else None (also for a
     division by zero or an integer overflow, left for DuckDB to raise). ``memo`` (id ->
     value) reads each node of a chain once."""
-    if memo is None:
-        return _constant_of(e, text, {})
     if id(e) not in memo:
         memo[id(e)] = _constant_of(e, text, memo)
     return memo[id(e)]
@@ -1372,7 +1362,7 @@ def _numeric_typmod_target(e: Expression, text: str) -> re.Match | None:
     # ``numeric(p, s)`` of a cast of visible text (whose value is known only when it runs)
     if not _is_cast(e, text) or not jsonb.visibly_text(e.children[0], text):
         return None
-    m = _NUMERIC_TYPMOD.fullmatch(" ".join(_type_text(e.children[1], text).split()))
+    m = _NUMERIC_TYPMOD.fullmatch(_type_text(e.children[1], text))
     if m is None or not 1 <= int(m.group(1)) <= MAX_DIGITS or int(m.group(2) or 0) > int(m.group(1)):
         return None  # another width is DuckDB's to take or refuse
     return m
@@ -1403,7 +1393,7 @@ def _mixed_scales(x: Expression, text: str) -> bool:
 
 def _mixed_scale_text(c: Call) -> str | None:
     x, t = c.node.children
-    if _type_text(t, c.text).split("(")[0].strip() not in ("text", "varchar", "character varying", "string"):
+    if _type_text(t, c.text).split("(")[0].strip() not in _TEXT_WORDS:
         return None
     raise UnsupportedSQL("the text of a choice (least, greatest, coalesce, nullif, CASE) among numeric "
                          "values of different scales is not supported by colmz (PostgreSQL prints the "
@@ -1431,11 +1421,13 @@ def _like(c: Call) -> str | None:
 
 
 def _type_text(t: Expression, text: str) -> str:
-    return text[t.start : t.end].strip().lower() if t.start >= 0 else ""
+    # a TYPE node as written: lower case, words joined by one space ("" where it is not placed)
+    return " ".join(text[t.start : t.end].lower().split()) if t.start >= 0 else ""
 
 
-def _double(c: Call) -> str:
-    return "DOUBLE"  # PostgreSQL's float is float8; DuckDB's FLOAT is 4 bytes
+def _cast_type(e: Expression, text: str) -> str | None:
+    # the type a CAST node casts to (as _type_text writes it); None for another node
+    return _type_text(e.children[1], text) if e.cls == "CAST" and len(e.children) == 2 else None
 
 
 def _bytea(c: Call) -> str:
@@ -1469,13 +1461,13 @@ def _type_rule(e: Expression, w: _Walk) -> Rule | None:
     # ``float`` (not ``float(p)``) is DOUBLE; a cast to bytea reads PostgreSQL's input.
     text = w.text
     if e.cls == "TYPE" and _type_text(e, text) == "float" and all(c.cls == "TYPE" for c in e.children):
-        return _double
+        return lambda c: "DOUBLE"  # PostgreSQL's float is float8; DuckDB's FLOAT is 4 bytes
     if e.cls == "TYPE" and not e.children and (new := _TYPE_NAMES.get(_type_text(e, text))):
         return lambda c: new
     if e.cls == "TYPE" and _FLOAT_P.fullmatch(_type_text(e, text)):
         return _float_p
     if _is_cast(e, text):
-        target = " ".join(_type_text(e.children[1], text).split())
+        target = _type_text(e.children[1], text)
         if target == "bytea":
             return _bytea
         if float_kind(target) is not None:
@@ -1527,7 +1519,7 @@ def _float_cast(c: Call) -> str | None:
     # operand that may be text goes through FLOAT_CAST_MACROS (its value unchanged, checked
     # when it runs); the cast itself stays as written (later passes read its type there).
     x, t = c.node.children
-    name = "real" if float_kind(" ".join(_type_text(t, c.text).split())) == "real" else "double precision"
+    name = "real" if float_kind(_type_text(t, c.text)) == "real" else "double precision"
     lit = x.literal
     if lit is not None and lit.kind in ("STRING", "INTEGER", "NUMERIC"):
         raw = lit.text
@@ -1541,8 +1533,7 @@ def _float_cast(c: Call) -> str | None:
             shown = raw if lit.kind == "STRING" else format(exact, "f")
             raise SQLError(f'"{shown}" is out of range for type {name}')
         return None
-    if lit is not None or (x.cls == "CAST" and _type_text(x.children[1], c.text) not in _TEXT_WORDS) \
-            or x.start < 0:
+    if lit is not None or _cast_type(x, c.text) not in (None, *_TEXT_WORDS) or x.start < 0:
         return None  # a number, or a value of a non-text cast
     w = c.text
     return (w[c.node.start : x.start] + f"{FLOAT_CAST_MACROS[name]}({c.text_of(x)})"
@@ -1578,7 +1569,7 @@ def _refuse_char(c: Call) -> str:
 def _varchar_n(c: Call) -> str:
     # PostgreSQL's explicit cast to varchar(n) truncates to n characters; DuckDB ignores n.
     x, t = c.node.children
-    n = int(_VARCHAR_N.fullmatch(" ".join(_type_text(t, c.text).split())).group(1))
+    n = int(_VARCHAR_N.fullmatch(_type_text(t, c.text)).group(1))
     return f"left(CAST({c.text_of(x)} AS VARCHAR), {n})"
 
 
@@ -1659,7 +1650,7 @@ def _concat(c: Call) -> str | None:
     kids = c.arguments
     if len(kids) != 2:
         return None
-    jsonb = [k.cls == "CAST" and _type_text(k.children[1], c.text) == "jsonb" for k in kids]
+    jsonb = [_cast_type(k, c.text) == "jsonb" for k in kids]
     literal = [k.literal is not None and k.literal.kind == "STRING" for k in kids]
     if not (any(jsonb) or any(_json_literal(k) for k in kids)):
         return _text_operands(c, kids)
@@ -1698,8 +1689,8 @@ def _is_text(k: Expression, text: str) -> bool:
     # Whether node ``k`` is visibly text (or NULL): a string, a cast to text, a text function.
     if k.literal is not None:
         return k.literal.kind in ("STRING", "NULL_LITERAL")
-    if k.cls == "CAST" and len(k.children) == 2:
-        return _type_text(k.children[1], text) in _TEXT_WORDS
+    if (target := _cast_type(k, text)) is not None:
+        return target in _TEXT_WORDS
     return k.cls == "FUNCTION" and len(k.name) == 1 and k.name[0].lower() in _TEXT_CALLS
 
 
@@ -1708,7 +1699,6 @@ def _text_operands(c: Call, kids, output: bool = False) -> str | None:
     # function (a double 2 as ``2``); DuckDB casts it to VARCHAR (``2.0``): each of ``kids``
     # not visibly text is written as its cast to text is (cast_rewrite; as it is where
     # DuckDB's text of it is PostgreSQL's). Arrays concatenate as arrays: left as written.
-    from colmz.sql.tokens import tokenize
     from colmz.sql.translate import cast_rewrite  # translate imports this module
 
     out, pos = [], c.node.start
@@ -1729,11 +1719,11 @@ def _text_operands(c: Call, kids, output: bool = False) -> str | None:
     return None if not out else "".join(out) + c.span_text(pos, c.node.end)
 
 
+@_plain()
 def _concat_call(c: Call) -> str | None:
     # concat(...) and concat_ws(separator, ...): their arguments' text as ||'s operands', a
     # boolean by its output function (t, f: || prints true, false)
-    kids = c.arguments[1:] if c.name == "concat_ws" else c.arguments
-    return _text_operands(c, kids, output=True) if c.plain else None
+    return _text_operands(c, c.arguments[1:] if c.name == "concat_ws" else c.arguments, output=True)
 
 
 #: The function of PostgreSQL's jsonb ``->`` and ``->>`` (:func:`jsonb_get`).
@@ -1778,7 +1768,7 @@ def _json_document(c: Call, doc: Expression) -> bool:
     # of them: PostgreSQL keeps json's text as written, which json_get gives back
     while (doc.cls == "LAMBDA" or doc.name == ("->>",)) and doc.children:
         doc = doc.children[0]
-    return doc.cls == "CAST" and len(doc.children) == 2 and _type_text(doc.children[1], c.text) == "json"
+    return _cast_type(doc, c.text) == "json"
 
 
 def _jsonb_call(doc: str, key: str, text: bool, json: bool = False) -> str:
@@ -1847,19 +1837,19 @@ def _jsonb_text_arrow(c: Call) -> str:
 REGEXP_MATCH = RESERVED_PREFIX + "regexp_match"
 
 
+@_plain(3, 4)
 def _regexp_replace(c: Call) -> str | None:
     # regexp_replace(s, p, r[, flags]): RE2's ``s`` option added to the flags (PostgreSQL's
     # ``.`` matches a newline); flags not written as a string literal are left to DuckDB.
     a = c.arguments
-    if not c.plain or len(a) not in (3, 4):
-        return None
     if len(a) == 4:
         lit = a[3].literal
         if lit is None or lit.kind != "STRING" or not re.fullmatch(r"[gi]*", lit.text):
             return None
         flags = lit.text + "s"
         pattern = a[1].literal
-        if "g" in flags and (pattern is None or pattern.kind != "STRING" or _matches_empty(pattern.text)):
+        if "g" in flags and (pattern is None or pattern.kind != "STRING" or (rx := _regex(pattern.text)) is None
+                             or rx.search("") is not None):
             # after a match PostgreSQL tries an empty one where it ended ('aaa', 'a*': XX), RE2
             # does not (X)
             raise UnsupportedSQL("regexp_replace(..., 'g') with a pattern that may match an empty string "
@@ -1871,7 +1861,8 @@ def _regexp_replace(c: Call) -> str | None:
     lit = a[2].literal
     if lit is not None and lit.kind == "STRING" and "\\" in lit.text:
         pattern = a[1].literal
-        groups = _group_count(pattern.text) if pattern is not None and pattern.kind == "STRING" else None
+        rx = _regex(pattern.text) if pattern is not None and pattern.kind == "STRING" else None
+        groups = None if rx is None else rx.groups
         if groups is None and re.search(r"\\[1-9]", lit.text):
             raise UnsupportedSQL("regexp_replace() with a group reference (\\1) and a pattern not written as "
                                  "a literal is not supported by colmz (PostgreSQL's missing group is empty, "
@@ -1880,20 +1871,11 @@ def _regexp_replace(c: Call) -> str | None:
     return f"regexp_replace({x}, {p}, {r}, '{flags}')"
 
 
-def _matches_empty(pattern: str) -> bool:
-    # whether the regular expression may match an empty string (read by Python's re; one it
-    # cannot read counts as may)
+def _regex(pattern: str) -> re.Pattern | None:
+    # the regular expression read by Python's re (whose capturing groups and empty matches
+    # are PostgreSQL's for the patterns both read), None when re cannot read it
     try:
-        return re.search(pattern, "") is not None
-    except (re.error, OverflowError):
-        return True
-
-
-def _group_count(pattern: str) -> int | None:
-    # the capturing groups of a regular expression (read by Python's re, whose groups are
-    # PostgreSQL's for the patterns both read), None when re cannot read it
-    try:
-        return re.compile(pattern).groups
+        return re.compile(pattern)
     except (re.error, OverflowError):
         return None
 
@@ -1947,19 +1929,15 @@ def _regexp_operator(c: Call, node: Expression | None = None) -> str | None:
 
 # ----------------------------------------------------------------------------- values
 
-def _row_value(c: Call) -> str:
-    raise UnsupportedSQL("a row value (ROW(...) or (a, b) as a result column) is not supported by "
-                         "colmz (PostgreSQL's anonymous record has no DuckDB equivalent; DuckDB "
-                         "makes a struct)")
+_row_value = _refuse("a row value (ROW(...) or (a, b) as a result column) is not supported by colmz "
+                     "(PostgreSQL's anonymous record has no DuckDB equivalent; DuckDB makes a struct)")
 
 
-def _date_trunc(c: Call) -> str | None:
+@_plain(2)
+def _date_trunc(c: Call) -> str:
     # PostgreSQL has no date_trunc of a date: the date is cast to timestamptz (its preferred
     # datetime type), so the result is a timestamptz; DuckDB's is a timestamp.
-    a = c.arguments
-    if not c.plain or len(a) != 2:
-        return None
-    unit = a[0].literal
+    unit = c.arguments[0].literal
     if unit is not None and unit.kind == "STRING" and unit.text.strip().lower() in _ORDINAL_UNITS:
         # PostgreSQL's centuries and millennia start at a year 1 (2001, 1901), DuckDB's at 0
         raise UnsupportedSQL(f"date_trunc('{unit.text}', ...) is not supported by colmz ({_ORDINAL_REASON})")
@@ -1975,23 +1953,14 @@ _ORDINAL_UNITS = frozenset({"century", "centuries", "cent", "c", "millennium", "
 _ORDINAL_REASON = "PostgreSQL's centuries and millennia begin with a year ending in 1, DuckDB's in 0"
 
 
-def _chr(c: Call) -> str | None:
-    # PostgreSQL's chr(0) raises (text holds no NUL), DuckDB's gives one
-    if not c.plain or len(c.arguments) != 1:
-        return None
-    return f"{CHR}({c.args[0]})"
 
 
-CHR = RESERVED_PREFIX + "chr"
-
-
+@_plain(1)
 def _unnest(c: Call) -> str | None:
     # unnest of a multidimensional array written as nested lists gives every element in
     # PostgreSQL (DuckDB's gives the sub-lists): the lists flattened first
-    a = c.arguments
-    if not c.plain or len(a) != 1 or a[0].type != "ARRAY_CONSTRUCTOR":
-        return None
-    depth = len(_array_shape(a[0]) or ())
+    a = c.arguments[0]
+    depth = len(_array_shape(a) or ()) if a.type == "ARRAY_CONSTRUCTOR" else 0
     if depth < 2:
         return None
     return f"unnest({'flatten(' * (depth - 1)}{c.args[0]}{')' * (depth - 1)})"
@@ -2115,8 +2084,8 @@ def _shows_float(n: Expression, text: str) -> bool:
     # a double result, an exponent literal (a double to DuckDB). A column's type is not
     # known to the translation: arithmetic of two such operands is checked on its own
     # (_operands_at), a column with a number is not.
-    if n.cls == "CAST" and len(n.children) == 2:
-        return float_kind(" ".join(_type_text(n.children[1], text).split())) is not None
+    if (target := _cast_type(n, text)) is not None:
+        return float_kind(target) is not None
     if n.cls in ("FUNCTION", "WINDOW") and len(n.name) == 1:
         return n.name[0].lower() in _FLOAT_HINTS
     return n.cls == "CONSTANT" and n.literal is not None and n.literal.kind != "STRING" \
@@ -2170,12 +2139,7 @@ def products_only(e: Expression) -> bool:
 
 
 def _float_checked(rule: Rule | None, leaves: list[Expression]) -> Rule:
-    def checked(c: Call) -> str:
-        out = rule(c) if rule is not None else None
-        body = c.text_of(c.node) if out is None else out
-        return float_check(body, [c.text_of(n) for n in leaves], products_only(c.node))
-
-    return checked
+    return lambda c: float_check(c.by(rule), [c.text_of(n) for n in leaves], products_only(c.node))
 
 
 def _unchecked(stmts, text: str, toks) -> tuple[set[int], bool, bool]:
@@ -2307,8 +2271,6 @@ def _derived_items(q: Query, out: dict, realiased: dict, text: str, toks, offset
     # A repeated name (``SELECT 1, 2``; ``SELECT a, b AS a``) is marked (duplicate_name): an
     # item without an alias gets the mark as its alias (in ``out``), an aliased one has its
     # alias replaced (``realiased``: id -> (end of the alias in ``text``, mark)).
-    from colmz.sql.parse import output_names
-
     starts = [t.start + offset for t in toks]
 
     def named(d: Query, marks: bool = True) -> dict[str, int]:
@@ -2324,13 +2286,9 @@ def _derived_items(q: Query, out: dict, realiased: dict, text: str, toks, offset
             alias_end = _alias_end(e, text, toks, starts, offset) if e.alias else -1
             if e.alias and alias_end < 0:
                 continue
-            if alias_end >= 0 or e.cls == "COLUMN_REF":
-                name = text[e.start : alias_end if alias_end >= 0 else e.end]
-                names = output_names("SELECT " + name)
-            else:
-                names = output_names("SELECT " + text[e.start : e.end])
-                if names is None and e.cls == "WINDOW" and e.name:
-                    names = [e.name[-1]]  # over a named window (read alone, w is unknown)
+            names = output_names("SELECT " + text[e.start : alias_end if alias_end >= 0 else e.end])
+            if names is None and alias_end < 0 and e.cls == "WINDOW" and e.name:
+                names = [e.name[-1]]  # over a named window (read alone, w is unknown)
             if not (names and len(names) == 1 and names[0]):
                 continue
             n = seen.get(names[0].lower(), 0) if marks else 0
@@ -2421,9 +2379,7 @@ def _refuse_star_columns(owner: Query, t: Table) -> None:
     # The query ``owner`` reading the columns of ``t`` (a subquery or CTE whose * expands
     # over a join) by a * or by name: DuckDB's names of them are not PostgreSQL's.
     qualifier = (t.alias or (t.name[-1] if t.name else "")).lower()
-    roots = [*owner.items, *(e for e in (owner.where, owner.having, owner.qualify) if e is not None),
-             *owner.group_by, *(e for m in owner.modifiers for e in m.expressions)]
-    for root in roots:
+    for root, _ in _own_roots(owner, tables=False):
         for n in root.walk():
             if (n.cls == "STAR" and (not n.name or n.name[-1].lower() == qualifier)) or (
                     n.cls == "COLUMN_REF" and (len(n.name) == 1 or n.name[0].lower() == qualifier)):
@@ -2467,19 +2423,11 @@ def _alias_end(e: Expression, text: str, toks, starts: list[int], offset: int) -
 
 
 def _realias(start: int, end: int, mark: str) -> Rule:
-    from colmz.sql.build import identifier
-
     return lambda c: c.span_text(start, end) + " AS " + identifier(mark)
 
 
 def _with_alias(rule: Rule | None, name: str) -> Rule:
-    from colmz.sql.build import identifier
-
-    def aliased(c: Call) -> str:
-        out = rule(c) if rule is not None else None
-        return (c.text_of(c.node) if out is None else out) + " AS " + identifier(name)
-
-    return aliased
+    return lambda c: c.by(rule) + " AS " + identifier(name)
 
 
 # ----------------------------------------------------------------------------- applying the table
@@ -2519,16 +2467,22 @@ class _Walk:
         return array_columns(self.stmts, self.text, self.relations)
 
     @functools.cached_property
+    def unchecked(self) -> tuple[set[int], bool, bool]:
+        # _unchecked of the statement, read at its first arithmetic node
+        return _unchecked(self.stmts, self.text, self.toks)
+
+    @functools.cached_property
+    def numeric(self) -> frozenset[str]:
+        # _numeric_names of the statement, read when a rule first asks (Call.numeric_names)
+        return _numeric_names(self.stmts, self.text)
+
+    @functools.cached_property
     def chains(self) -> dict[int, int]:
         # each outermost subscript of a chain (a[i][j]) by id, with its number of subscripts
-        inner, ends, out = set(), {}, {}
-        for d in (d for q in self.stmts for d in all_queries(q)):
-            for root, _ in _own_roots(d):
-                for k in root.walk():
-                    if k.type == "ARRAY_EXTRACT" and k.children:
-                        ends[id(k)] = k
-                        if k.children[0].type == "ARRAY_EXTRACT":
-                            inner.add(id(k.children[0]))
+        ends = {id(k): k for q in self.stmts for d in all_queries(q) for root, _ in _own_roots(d)
+                for k in root.walk() if k.type == "ARRAY_EXTRACT" and k.children}
+        inner = {id(k.children[0]) for k in ends.values()}
+        out = {}
         for i, k in ends.items():
             if i not in inner:
                 depth = 0
@@ -2588,9 +2542,9 @@ def _entry(keys, words=(), ops=()) -> Callable[[Finder], Finder]:
 _CASTS = ("CAST",)
 
 
-def _when(keys, rule: Rule, when: Callable[[Expression, _Walk], bool] | None = None, words=(), ops=()) -> None:
+def _when(keys, rule: Rule, when: Callable[[Expression, _Walk], bool], words=(), ops=()) -> None:
     # An entry whose rule is ``rule`` for a node of ``keys`` for which ``when`` holds.
-    _entry(keys, words, ops)(lambda e, w: rule if when is None or when(e, w) else None)
+    _entry(keys, words, ops)(lambda e, w: rule if when(e, w) else None)
 
 
 # The entries, in the order a node's are asked (of one key: the first rule found applies).
@@ -2687,6 +2641,30 @@ _when(("-",), jsonb.MINUS, lambda e, w: e.cls == "FUNCTION" and len(e.children) 
 _when(_LIKES, _like, lambda e, w: len(e.children) == 2, words=("like", "ilike"), ops=_LIKES)
 
 
+#: Function name as written (lower case) -> rule: the DuckDB text of the call's span, or
+#: None to keep the call as written (the calls inside it still rewritten); a rule may raise
+#: ``UnsupportedSQL``.
+CALLS: dict[str, Rule] = {
+    "btrim": _rename("trim"),  # DuckDB's trim(string[, characters]) is PostgreSQL's btrim
+    "lpad": _pad, "rpad": _pad, "to_hex": _to_hex, "extract": _extract,
+    "substr": _substr, "substring": _substr, "round": _round, "generate_series": _generate_series,
+    "every": _rename("bool_and"),  # PostgreSQL's every is bool_and
+    "array_to_string": _third_argument, "string_to_array": _third_argument, "date_trunc": _date_trunc,
+    "regexp_replace": _regexp_replace, "chr": _macro(CHR, 1), "unnest": _unnest,
+    "split_part": _macro(SPLIT_PART, 3), "string_agg": _string_agg,
+    # PostgreSQL's meaning where DuckDB's namesake answers otherwise (NaN or an infinity
+    # where PostgreSQL raises; 0 for an empty array's length): colmz's macro.
+    **{name: _rename(macro) for name, macro in CALL_MACROS.items()},
+    **dict.fromkeys(_POLYMORPHIC, _polymorphic),
+    "array_agg": lambda c: _polymorphic(c) or _sorted_distinct(c),
+    "pg_typeof": _refuse("pg_typeof() is not supported by colmz (DuckDB names its own types)"),
+    "sum": _sum_of_real, "concat": _concat_call, "concat_ws": _concat_call,
+    # PostgreSQL's jsonb functions, initcap, regexp_match (colmz.sql.jsonb; its operators
+    # are entries below, the looser chain of ``->`` _jsonb_arrow's)
+    **jsonb.CALLS,
+}
+
+
 def _named_call(written: str) -> Finder:
     # The entry of a call of CALLS written as ``written`` (a word or quoted name before "("):
     # only the node DuckDB made of it (``f(x) * 2`` is a ``*`` node starting at ``f``).
@@ -2770,7 +2748,6 @@ def apply_transforms(text: str, toks, relations: Relations = ()) -> str:
     if _may_name_derived(toks):
         for q in stmts:
             _derived_items(q, derived, realiased, wrapped, toks, offset)
-    unchecked: list = []  # (_unchecked's nodes, whether ``pairs``), read at the first arithmetic
     w = _Walk(stmts, wrapped, toks, offset, relations)
     starts, constants = w.starts, w.constants
     found: list[tuple[Expression, Rule, str, bool, str]] = []
@@ -2783,9 +2760,7 @@ def apply_transforms(text: str, toks, relations: Relations = ()) -> str:
         w.item = item
         rule, name = _rule_of(e, w)
         here = is_arith(e)  # (its operands are visited as inside arithmetic)
-        if here and not arith and not unchecked:
-            unchecked.extend(_unchecked(stmts, wrapped, toks))
-        if here and not arith and unchecked[2] and id(e) not in unchecked[0] and not (
+        if here and not arith and (unchecked := w.unchecked)[2] and id(e) not in unchecked[0] and not (
                 rule is not None and _constant(e, wrapped, constants) is not None):
             leaves = arith_leaves(e)
             if (unchecked[1] and len(leaves) >= 2 and all(n.start >= 0 for n in leaves)) or (
@@ -2860,15 +2835,8 @@ def apply_transforms(text: str, toks, relations: Relations = ()) -> str:
                 return render(toks[i].end + offset, e.end, skip=e)
             return render(n.start, n.end) if n.start >= 0 else _written(wrapped, n)
 
-        out = rule(Call(name, e, wrapped, node_text, table, inside, render, numeric_names))
+        out = rule(Call(name, e, wrapped, node_text, table, inside, render, lambda: w.numeric))
         return render(e.start, e.end, skip=e) if out is None else out
-
-    names: list[frozenset[str]] = []
-
-    def numeric_names() -> frozenset[str]:
-        if not names:
-            names.append(_numeric_names(stmts, wrapped))
-        return names[0]
 
     return render(offset, len(wrapped))
 
@@ -2889,7 +2857,6 @@ def _numeric_names(stmts, text: str) -> frozenset[str]:
     # PostgreSQL numeric DuckDB computes as a double (translate's numeric_source of its
     # text): printed through the name, it is refused when it runs as a double, as printed
     # as the item it would be (PostgreSQL prints the numeric's scale).
-    from colmz.sql.tokens import tokenize
     from colmz.sql.translate import numeric_source  # translate imports this module
 
     lists = [(start, end, cols) for _, cols, start, end, *_ in cte_definitions(text)]
@@ -2902,5 +2869,5 @@ def _numeric_names(stmts, text: str) -> frozenset[str]:
             subs.extend((b, renames) for b in s.children)  # a set operation's branches
             for i, e in enumerate(s.items):
                 if e.start >= 0 and numeric_source(tokenize(text[e.start:e.end])):
-                    out.add(renames[i] if i < len(renames) else e.alias or (e.name[-1] if e.cls == "COLUMN_REF" else ""))
+                    out.add(item_name(e, i, renames))
     return frozenset(n.lower() for n in out if n)
