@@ -52,6 +52,20 @@ BY_VALUE = [
 ]
 
 
+def test_interval_text_is_postgres(pg):
+    # DuckDB signs each part; PostgreSQL signs a positive part after a negative one
+    forms = ["-1 days 02:03:04.5", "-1 years 2 mons 3 days", "1 year -2 mons 3 days -01:00:00", "-1 mon 1 day",
+             "-1 mon -1 day 00:00:01", "1 day -00:00:01", "-13 mons", "-00:00:00.5", "0", "-1 year 1 day"]
+    pg.execute("DROP TABLE IF EXISTS it")
+    cat = colmz.Catalog()
+    for s in ["CREATE TABLE it (id INT, d INTERVAL)",
+              "INSERT INTO it VALUES " + ", ".join(f"({i}, '{f}')" for i, f in enumerate(forms))]:
+        pg.execute(s)
+        cat.execute(s)
+    q = "SELECT id, d::text AS t, 'x' || d AS u FROM it ORDER BY id"
+    assert cat.sql(q).to_pylist() == [dict(zip(("id", "t", "u"), r)) for r in pg.execute(q).fetchall()]
+
+
 def _valued(rows, positions):
     return Counter(tuple(value(v) if i in positions and v is not None else v for i, v in enumerate(r))
                    for r in rows)
