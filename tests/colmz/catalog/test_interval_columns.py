@@ -128,3 +128,15 @@ def test_interval_fields_and_precision_are_refused_by_name(written):
     with pytest.raises(colmz.sql.UnsupportedSQL, match=rf"(?i)column type {re.escape(written)}.*fields or precision"):
         cat.execute(f"CREATE TABLE t (k {written})")
     cat.execute("CREATE TABLE t (k INTERVAL)")  # none was made
+
+
+def test_continual_tasks_and_constant_views_hold_intervals(tmp_path):
+    cat = colmz.Catalog(tmp_path)
+    cat.execute("CREATE TABLE s (k INT); CREATE CONTINUAL TASK c (i INTERVAL) ON INPUT s AS "
+                "(INSERT INTO c SELECT INTERVAL '1 day' * k FROM s)")
+    cat.execute("CREATE MATERIALIZED VIEW v AS SELECT INTERVAL '1 mon' AS i")
+    cat.execute("INSERT INTO s VALUES (1), (2)")
+    cat = colmz.Catalog(tmp_path)  # reopened: the task's and the view's interval columns read back
+    cat.execute("INSERT INTO s VALUES (3)")
+    assert colmz_rows(cat, "SELECT i FROM c ORDER BY i")[1] == [((0, 1, 0),), ((0, 2, 0),), ((0, 3, 0),)]
+    assert colmz_rows(cat, "SELECT i FROM v")[1] == [((1, 0, 0),)]
