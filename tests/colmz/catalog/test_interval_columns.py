@@ -140,3 +140,15 @@ def test_continual_tasks_and_constant_views_hold_intervals(tmp_path):
     cat.execute("INSERT INTO s VALUES (3)")
     assert colmz_rows(cat, "SELECT i FROM c ORDER BY i")[1] == [((0, 1, 0),), ((0, 2, 0),), ((0, 3, 0),)]
     assert colmz_rows(cat, "SELECT i FROM v")[1] == [((1, 0, 0),)]
+
+
+def test_an_interval_finer_than_microseconds_is_refused_before_anything_changes():
+    cat = colmz.Catalog()
+    cat.execute("CREATE TABLE e (k INT, d INTERVAL)")
+    bad = pa.table({"k": pa.array([1, 2], pa.int32()),
+                    "d": pa.array([(0, 0, 1000), (0, 1, 1500)], pa.month_day_nano_interval())})
+    with pytest.raises(ValueError, match="column 'd' holds an interval of 1500 nanoseconds"):
+        cat.append("e", bad)
+    assert cat.sql("SELECT count(*) AS n FROM e").to_pylist() == [{"n": 0}]
+    cat.append("e", bad.slice(0, 1))
+    assert colmz_rows(cat, "SELECT k, d FROM e")[1] == [(1, (0, 0, 1))]
