@@ -27,6 +27,8 @@ large_binary                                   byte: 8 = "continues", else the b
                                                of the last block (0 for the empty string)
 list, large_list (arrays)              1..k    its order bytes (:mod:`colmz.order_bytes`),
                                                encoded as a binary value
+month_day_nano_interval                4       its 24 order bytes (PostgreSQL's comparison
+                                               value, then months and days), as binary
 null (all-NULL column)                 0       --
 =====================================  ======  ==============================================
 
@@ -112,6 +114,11 @@ def kind_of(t: pa.DataType, name: str = "?") -> str:
         return "null"
     if pa.types.is_boolean(t):
         return "bool"
+    if pa.types.is_interval(t):
+        if t != pa.month_day_nano_interval():
+            raise TypeError(f"data column {name!r} has unsupported interval type {t}: colmz keeps "
+                            "intervals as month_day_nano_interval (PostgreSQL's months, days, time)")
+        return "interval"
     if pa.types.is_signed_integer(t) or pa.types.is_temporal(t):
         return "int"
     if pa.types.is_unsigned_integer(t):
@@ -134,7 +141,7 @@ def kind_of(t: pa.DataType, name: str = "?") -> str:
         return "list"
     raise TypeError(
         f"data column {name!r} has unsupported type {t}: colmz supports signed/unsigned "
-        "integers, floats, bool, date/time/timestamp/duration, string/binary and arrays of them"
+        "integers, floats, bool, date/time/timestamp/duration, intervals, string/binary and arrays of them"
     )
 
 
@@ -260,12 +267,13 @@ def encode_columns(columns, kinds=None, *, n: int | None = None) -> tuple[np.nda
         return plain
     if kinds is None:
         kinds = [kind_of(c.type) for c in columns]
-    if "list" in kinds:
-        # an array is encoded as its order bytes (colmz.order_bytes), a binary value
-        from colmz.order_bytes import list_to_order_bytes
+    if "list" in kinds or "interval" in kinds:
+        # an array or an interval is encoded as its order bytes (colmz.order_bytes), a binary value
+        from colmz.order_bytes import interval_to_order_bytes, list_to_order_bytes
 
-        columns = [list_to_order_bytes(c) if k == "list" else c for c, k in zip(columns, kinds)]
-        kinds = ["bytes" if k == "list" else k for k in kinds]
+        columns = [list_to_order_bytes(c) if k == "list" else interval_to_order_bytes(c) if k == "interval"
+                   else c for c, k in zip(columns, kinds)]
+        kinds = ["bytes" if k in ("list", "interval") else k for k in kinds]
     widths = [_column_width(c, k) for c, k in zip(columns, kinds)]
     has_nulls = any(c.null_count for c in columns)
     layout = (*widths, 1 if has_nulls else 0)
@@ -377,7 +385,8 @@ def decode_columns(keys: np.ndarray, layout: Layout, specs) -> list[pa.Array]:
             decode_bytes_lengths(keys, col, width, valid, offsets)
             data = np.empty(int(offsets[-1]), np.uint8)
             decode_bytes_fill(keys, col, width, valid, offsets, data)
-            large = pa.large_binary() if "binary" in str(t) or kind == "list" else pa.large_string()
+            large = pa.large_binary() if "binary" in str(t) or kind in ("list", "interval") \
+                else pa.large_string()
             validity = pa.py_buffer(np.packbits(valid, bitorder="little")) if mask is not None else None
             arr = pa.Array.from_buffers(
                 large, n, [validity, pa.py_buffer(offsets), pa.py_buffer(data)],
@@ -387,6 +396,10 @@ def decode_columns(keys: np.ndarray, layout: Layout, specs) -> list[pa.Array]:
                 from colmz.order_bytes import order_bytes_to_list
 
                 arr = order_bytes_to_list(arr, t)
+            elif kind == "interval":
+                from colmz.order_bytes import order_bytes_to_interval
+
+                arr = order_bytes_to_interval(arr)
             elif arr.type != t:
                 arr = arr.cast(t)
         out.append(arr)

@@ -1,4 +1,4 @@
-"""Order bytes: array values as byte strings whose order and equality are colmz's.
+"""Order bytes: array and interval values as byte strings whose order and equality are colmz's.
 
 Design
 ------
@@ -33,6 +33,23 @@ element before any value. It is colmz's order, not PostgreSQL's array order (whi
 NULL elements last): native operators never order arrays (ordering goes through SQL).
 Encoding and decoding walk the values in Python (arrays are rare as keys; the fixed-width
 elements are encoded vectorised).
+
+An interval (Arrow ``month_day_nano_interval``: PostgreSQL's months, days and time apart) is
+kept as 24 bytes, three big-endian words (:func:`interval_to_order_bytes`, vectorised):
+
+1. ``Q`` (sign bit flipped) and 2. ``r``, PostgreSQL's comparison value
+   ``(months * 30 + days) * DAY + time`` (``interval_cmp_value``) written ``Q * DAY + r``
+   with ``0 <= r < DAY`` (``DAY`` = 86,400 s in nanoseconds), so the two words order as the
+   value does without 128-bit arithmetic;
+3. months then days (32 bits each, sign bits flipped): the written form, which the value
+   alone does not determine (``'1 mon'``, ``'30 days'`` and ``'720:00:00'`` are one value).
+
+Invariants: the byte order of intervals is PostgreSQL's order (``interval_cmp``), ties between
+different written forms of one value broken by (months, days); the bytes decode to the
+interval written (months, days and nanoseconds exactly). Equal bytes mean equal *written
+forms*: colmz's keys (consolidation, joins, GROUP BY) tell ``'1 mon'`` from ``'30 days'``,
+where PostgreSQL's equality does not; the first :data:`INTERVAL_VALUE_BYTES` bytes hold the
+value alone.
 """
 
 from __future__ import annotations
@@ -42,10 +59,21 @@ import pyarrow as pa
 
 from colmz.order import ColumnSpec, decode_columns, encode_columns, kind_of
 
-__all__ = ["is_list_type", "list_to_order_bytes", "order_bytes_to_list"]
+__all__ = ["DAY_NS", "INTERVAL_BYTES", "INTERVAL_VALUE_BYTES", "interval_to_order_bytes",
+           "is_interval_type", "is_list_type", "list_to_order_bytes", "order_bytes_to_interval",
+           "order_bytes_to_list"]
 
 _END, _NULL, _VALUE = b"\x00", b"\x01", b"\x02"
 _STRING_END = b"\x00\x01"
+
+#: A day in nanoseconds: PostgreSQL compares intervals as if a day were 24 hours and a month 30 days.
+DAY_NS = 86_400 * 10**9
+#: Bytes of an interval's order bytes, and of its value alone (the comparison value's two words).
+INTERVAL_BYTES, INTERVAL_VALUE_BYTES = 24, 16
+#: Arrow's month_day_nano_interval layout (little-endian, 16 bytes a value).
+_MDN = np.dtype([("months", "<i4"), ("days", "<i4"), ("nanoseconds", "<i8")])
+_SIGN64 = np.uint64(1 << 63)
+_SIGN32 = np.uint64(1 << 31)
 
 
 def is_list_type(t: pa.DataType) -> bool:
@@ -55,6 +83,15 @@ def is_list_type(t: pa.DataType) -> bool:
     (True, False)
     """
     return pa.types.is_list(t) or pa.types.is_large_list(t)
+
+
+def is_interval_type(t: pa.DataType) -> bool:
+    """Whether ``t`` is the interval type colmz keeps (Arrow ``month_day_nano_interval``).
+
+    >>> is_interval_type(pa.month_day_nano_interval()), is_interval_type(pa.duration("us"))
+    (True, False)
+    """
+    return t == pa.month_day_nano_interval()
 
 
 def check_element_type(t: pa.DataType, name: str) -> None:
@@ -90,6 +127,91 @@ def order_bytes_to_list(arr: pa.Array, t: pa.DataType) -> pa.Array:
     return _decode_lists(arr.to_pylist(), t)
 
 
+def interval_to_order_bytes(arr: pa.Array) -> pa.Array:
+    """The 24 order bytes of each interval of ``arr`` (a ``month_day_nano_interval`` array) as
+    a ``large_binary`` array, NULL where the interval is NULL.
+
+    >>> t = pa.month_day_nano_interval()
+    >>> a = interval_to_order_bytes(pa.array([(1, 0, 0), (0, 30, 0), (0, 0, 30 * DAY_NS), None], t))
+    >>> b = a.to_pylist()
+    >>> len({v[:INTERVAL_VALUE_BYTES] for v in b[:3]}), b[3]  # '1 mon' = '30 days' = '720:00:00'
+    (1, None)
+    >>> b[0] > b[1] > b[2]  # one value: the tie broken by months, then days
+    True
+    """
+    if isinstance(arr, pa.ChunkedArray):
+        arr = arr.combine_chunks()
+    n = len(arr)
+    f = _interval_fields(arr)
+    months, days, ns = (f["months"].astype(np.int64), f["days"].astype(np.int64),
+                        f["nanoseconds"].astype(np.int64))
+    carry, r = np.divmod(ns, DAY_NS)  # ns = carry * DAY + r, 0 <= r < DAY
+    q = months * 30 + days + carry
+    words = np.empty((n, 3), ">u8")
+    words[:, 0] = q.view(np.uint64) ^ _SIGN64
+    words[:, 1] = r.view(np.uint64)
+    words[:, 2] = (((months.view(np.uint64) ^ _SIGN32) & np.uint64(0xFFFFFFFF)) << np.uint64(32)) \
+        | ((days.view(np.uint64) ^ _SIGN32) & np.uint64(0xFFFFFFFF))
+    offsets = np.arange(n + 1, dtype=np.int64) * INTERVAL_BYTES
+    validity = arr.buffers()[0] if arr.null_count else None
+    if validity is not None and arr.offset:
+        validity = pa.py_buffer(np.packbits(_valid(arr), bitorder="little"))
+    return pa.Array.from_buffers(pa.large_binary(), n, [validity, pa.py_buffer(offsets),
+                                 pa.py_buffer(words.tobytes())], null_count=arr.null_count)
+
+
+def order_bytes_to_interval(arr: pa.Array) -> pa.Array:
+    """The intervals whose order bytes are ``arr`` (inverse of :func:`interval_to_order_bytes`).
+
+    >>> t = pa.month_day_nano_interval()
+    >>> a = pa.array([(1, -2, 3_000), (0, 0, -DAY_NS - 1), None], t)
+    >>> order_bytes_to_interval(interval_to_order_bytes(a)).equals(a)
+    True
+    """
+    if isinstance(arr, pa.ChunkedArray):
+        arr = arr.combine_chunks()
+    n = len(arr)
+    valid = _valid(arr)
+    raw = b"".join(b"\x00" * INTERVAL_BYTES if v is None else v for v in arr.to_pylist()) \
+        if arr.null_count else _binary_data(arr)
+    if len(raw) != n * INTERVAL_BYTES:
+        raise ValueError(f"order bytes of intervals hold {len(raw)} bytes for {n} values; "
+                         f"expected {INTERVAL_BYTES} each")
+    words = np.frombuffer(raw, ">u8").reshape(n, 3).astype(np.uint64)
+    q = (words[:, 0] ^ _SIGN64).view(np.int64)
+    r = words[:, 1].view(np.int64)
+    months = ((words[:, 2] >> np.uint64(32)) ^ _SIGN32).astype(np.uint32).view(np.int32)
+    days = ((words[:, 2] & np.uint64(0xFFFFFFFF)) ^ _SIGN32).astype(np.uint32).view(np.int32)
+    out = np.empty(n, _MDN)
+    out["months"], out["days"] = months, days
+    out["nanoseconds"] = (q - months.astype(np.int64) * 30 - days.astype(np.int64)) * DAY_NS + r
+    out[~valid] = 0
+    mask = None if valid.all() else pa.py_buffer(np.packbits(valid, bitorder="little"))
+    return pa.Array.from_buffers(pa.month_day_nano_interval(), n, [mask, pa.py_buffer(out.tobytes())],
+                                 null_count=int((~valid).sum()))
+
+
+def _interval_fields(arr: pa.Array) -> np.ndarray:
+    # arr's (months, days, nanoseconds) as a structured array, zero where NULL.
+    buf = arr.buffers()[1]
+    if buf is None:
+        return np.zeros(len(arr), _MDN)
+    f = np.frombuffer(buf, _MDN, count=len(arr), offset=arr.offset * _MDN.itemsize)
+    if arr.null_count:
+        f = f.copy()
+        f[~_valid(arr)] = 0
+    return f
+
+
+def _binary_data(arr: pa.Array) -> bytes:
+    # The concatenated values of a binary array without NULLs.
+    if not pa.types.is_large_binary(arr.type):
+        arr = arr.cast(pa.large_binary())
+    offsets = np.frombuffer(arr.buffers()[1], np.int64, count=len(arr) + 1, offset=arr.offset * 8)
+    data = arr.buffers()[2]
+    return b"" if data is None else data.to_pybytes()[offsets[0]:offsets[-1]]
+
+
 # ----------------------------------------------------------------------------- encoding
 
 
@@ -104,6 +226,8 @@ def _payloads(arr: pa.Array) -> list[bytes | None]:
     if kind == "bytes":
         return [None if v is None else _escape(v.encode() if isinstance(v, str) else v)
                 for v in arr.to_pylist()]
+    if kind == "interval":
+        return interval_to_order_bytes(arr).to_pylist()
     n = len(arr)
     valid = _valid(arr)
     if kind == "null":
@@ -169,6 +293,8 @@ def _extent(buf: bytes, pos: int, t: pa.DataType) -> int:
             if buf[i + 1] == 1:
                 return i + 2
             pos = i + 2
+    if kind == "interval":
+        return pos + INTERVAL_BYTES
     return pos + (1 if kind == "bool" else 8)
 
 
@@ -212,6 +338,8 @@ def _decode_values(payloads: list[bytes | None], t: pa.DataType) -> pa.Array:
         if pa.types.is_string(t) or pa.types.is_large_string(t):
             return pa.array([None if v is None else v.decode() for v in values], t)
         return pa.array(values, t)
+    if kind == "interval":
+        return order_bytes_to_interval(pa.array(payloads, pa.large_binary()))
     size = 1 if kind == "bool" else 8
     nulls = np.array([p is None for p in payloads], bool)
     raw = b"".join(b"\x00" * size if p is None else p for p in payloads)

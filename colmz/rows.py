@@ -261,7 +261,8 @@ def storable(t: pa.DataType, what: str | None = None) -> pa.DataType:
     (``what`` None: a scaled ``DECIMAL`` is stored as a double) and a materialized view's
     (``what`` names the view, whose scaled ``DECIMAL`` is refused: colmz has no decimal
     columns, and a view must not round what it maintains). An array is an array of its
-    elements' storable types (``array_agg``: kept as order bytes, :mod:`colmz.order_bytes`).
+    elements' storable types (``array_agg``: kept as order bytes, :mod:`colmz.order_bytes`);
+    an interval is DuckDB's ``month_day_nano_interval`` (PostgreSQL's months, days and time).
 
     >>> storable(pa.decimal128(10, 0)), storable(pa.large_string()), storable(pa.decimal128(4, 2))
     (DataType(int64), DataType(string), DataType(double))
@@ -280,10 +281,10 @@ def storable(t: pa.DataType, what: str | None = None) -> pa.DataType:
     if pa.types.is_null(t):
         where = f"{what}: a column" if what is not None else "a column of the query"
         raise SchemaError(f"{where} is NULL of unknown type: cast it (e.g. NULL::INT)")
-    if pa.types.is_interval(t):
+    if pa.types.is_interval(t) and t != pa.month_day_nano_interval():
         where = f"{what}: a column" if what is not None else "a column of the query"
-        raise UnsupportedSQL(f"{where} is an INTERVAL, which is not supported by colmz (its columns "
-                             "have no interval kind): store its parts or its text")
+        raise UnsupportedSQL(f"{where} is an INTERVAL of type {t}, which is not supported by colmz "
+                             "(its interval columns are month_day_nano_interval)")
     if pa.types.is_list(t) or pa.types.is_large_list(t):
         # an array (array_agg(x)): kept as its order bytes (colmz.order_bytes), of storable elements
         item = storable(t.value_type, what)

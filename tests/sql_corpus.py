@@ -46,6 +46,11 @@ SETUP = [
     """INSERT INTO jnums VALUES (1, '1'), (2, '1.0'), (3, '10'), (4, '9'), (5, '{"a": 1.0, "b": [2.50]}'),
       (6, '{"b": [2.5], "a": 1}'), (7, '"1"'), (8, 'null'), (9, '[]'), (10, '[1.00]'), (11, '-0.0'), (12, '1e2'),
       (13, NULL), (14, 'true'), (15, '{}'), (16, '100'), (17, '[1]')""",
+    # an interval column: written forms of one value ('1 mon' = '30 days' = '720 hours'), kept as written
+    "CREATE TABLE ivals (id INT, d INTERVAL, ts TIMESTAMP)",
+    """INSERT INTO ivals VALUES (1, '1 mon', '2024-01-31 10:00:00'), (2, '30 days', '2024-02-29 00:00:00'),
+      (3, '720 hours', NULL), (4, '1 day 02:30:00', '2024-03-01 12:00:00'), (5, NULL, '2024-01-01 00:00:00'),
+      (6, '-2 days', '2023-12-31 23:59:59'), (7, '1 year 2 mons', '2024-06-15 08:00:00'), (8, '00:00:01.5', '2024-01-02 00:00:00')""",
 ]
 
 QUERIES = [
@@ -1995,4 +2000,31 @@ QUERIES = [
     ('hunt_concat_array', 'SELECT concat(id, name, ARRAY[1]) AS a FROM people ORDER BY id'),
     ('hunt_string_edges', "SELECT left('abcdef', -2) AS a, right('abcdef', -2) AS b, repeat('ab', -1) AS c, "
                           "strpos('hello', 'l') AS d, length('héllo') AS e, octet_length('héllo') AS f"),
+    # --- an interval column (ivals): kept as written, compared by PostgreSQL's equality
+    # (grouping and joining by one: tests/colmz/catalog/test_interval_columns.py and
+    # tests/colmz/dataflow/test_interval_views.py, whose views of them are recomputed)
+    ("ival_select", "SELECT id, d FROM ivals ORDER BY id"),
+    ("ival_text", "SELECT id, d::text AS t FROM ivals WHERE d IS NOT NULL ORDER BY id"),
+    ("ival_text_signs", "SELECT id, (d - interval '1 mon')::text AS a, (-d)::text AS b FROM ivals "
+                        "WHERE d IS NOT NULL ORDER BY id"),
+    ("ival_filter", "SELECT id FROM ivals WHERE d > interval '1 day' ORDER BY id"),
+    ("ival_equal_forms", "SELECT id FROM ivals WHERE d = interval '1 mon' ORDER BY id"),
+    ("ival_string_compare", "SELECT id FROM ivals WHERE d <= '24 hours' ORDER BY id"),
+    ("ival_arithmetic", "SELECT id, ts + d AS later, ts - d AS earlier, d * 2 AS twice, -d AS neg, "
+                        "d + interval '1 mon' AS more FROM ivals ORDER BY id"),
+    ("ival_min_max", "SELECT min(d) AS lo, max(d) AS hi, count(d) AS n, count(*) AS c FROM ivals"),
+    ("ival_min_max_grouped", "SELECT id % 2 AS g, min(d) AS lo, max(d) AS hi FROM ivals WHERE id > 3 "
+                             "GROUP BY id % 2 ORDER BY g"),
+    ("ival_count_distinct", "SELECT count(DISTINCT d) AS n FROM ivals"),
+    ("ival_order", "SELECT id, d FROM ivals ORDER BY d NULLS FIRST, id"),
+    ("ival_top", "SELECT id, d FROM ivals WHERE id <> 1 AND id <> 2 ORDER BY d DESC NULLS LAST LIMIT 3"),
+    ("ival_case", "SELECT id, CASE WHEN d < interval '1 day' THEN 'short' WHEN d IS NULL THEN 'none' "
+                  "ELSE 'long' END AS k FROM ivals ORDER BY id"),
+    ("ival_timestamp_difference", "SELECT id, ts - TIMESTAMP '2024-01-01' AS since FROM ivals ORDER BY id"),
+    ("ival_gaps", "WITH g AS (SELECT id, lead(ts) OVER (ORDER BY id) - ts AS gap FROM ivals) "
+                  "SELECT id, gap FROM g WHERE gap > interval '0' ORDER BY id"),
+    ("ival_join_other_key", "SELECT p.id, p.name, i.d FROM people p JOIN ivals i ON p.id = i.id "
+                            "WHERE i.d < interval '1 mon 1 day' ORDER BY p.id"),
+    ("ival_left_join", "SELECT i.id, i.d, o.amount FROM ivals i LEFT JOIN orders o ON o.person_id = i.id "
+                       "AND o.ts > i.ts ORDER BY i.id, o.amount"),
 ]

@@ -58,6 +58,7 @@ from colmz.arrangement.parts import (
     concurrent_calls,
     open_part,
 )
+from colmz.column_types import storage_table
 from colmz.order import ColumnSpec
 from colmz.storage.base import Blob
 from colmz.storage.local import LocalBlob
@@ -282,6 +283,10 @@ class PartWriter:
         # GATHER_AHEAD ahead. Changes nothing of ``self`` (parts may be encoded side by side).
         crc = part_ref.PAGE_CHECKSUMS and writes_page_checksums(self.store)
         info = dict(info, page_checksums=crc)
+        if any(s.kind == "interval" for s in self.schema):
+            # Parquet has no interval type: each interval column as its fields (a struct)
+            table = storage_table(table)
+            rows_of = (lambda rows: lambda a, b: storage_table(rows(a, b)))(rows_of)
         schema = table.schema.with_metadata({PART_METADATA_KEY: json.dumps(info).encode()})
         # Dictionary pages pay off for time and diff (few distinct values: one time and
         # diff 1 in a typical write, constant times after compaction) and for strings that
@@ -296,8 +301,9 @@ class PartWriter:
         # (the order of the rows), times and numbers, while on other strings they cost a
         # string comparison per value and prune little.
         # (an array column's statistics would be its elements': of no use to a reader)
+        # (nor an interval's, its fields' statistics)
         stats = [s.name for i, s in enumerate(self.schema)
-                 if (i == 0 and s.kind != "list") or s.kind not in ("bytes", "list")]
+                 if (i == 0 and s.kind not in ("list", "interval")) or s.kind not in ("bytes", "list", "interval")]
         stats = True if len(stats) == len(self.schema) else stats + ["time", "diff"]
         # an array column keeps Arrow's element name ("item"; Parquet's compliant "element"
         # would read back as another Arrow type than the schema's)

@@ -63,6 +63,7 @@ from colmz.arrangement.part_ref import (
     diff_sum,
     has_page_checksums,
 )
+from colmz.column_types import from_storage
 from colmz.ops import concat
 from colmz.order import ColumnSpec
 from colmz.storage.base import Blob, open_input
@@ -477,6 +478,8 @@ def _may_hold(stats, values: Sequence) -> bool:
 
 
 def _checked(table: pa.Table, key: str, schema: Sequence[ColumnSpec]) -> Updates:
+    # an interval column is stored as its fields (colmz.column_types.STORED_INTERVAL)
+    table = from_storage(table, {s.name: s.type for s in schema})
     names = [s.name for s in schema]
     if table.column_names != [*names, "time", "diff"]:
         raise CorruptPart(

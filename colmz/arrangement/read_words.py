@@ -50,8 +50,9 @@ def order_words(pieces: list[Updates], schema, since: int, collapse: bool, n: in
     exact = True
     for c, spec in enumerate(schema):
         kind = kind_of(spec.type, spec.name)
-        if kind == "list":
-            # an array's first full-encoding word (of its order bytes) is a prefix: not exact
+        if kind in ("list", "interval"):
+            # an array's or interval's first full-encoding word (of its order bytes) is a
+            # prefix: not exact
             plans.append((spec, kind, 0, 1, False))
             exact = False
             break
@@ -110,8 +111,8 @@ def order_words(pieces: list[Updates], schema, since: int, collapse: bool, n: in
                 # colmz.order's int word (the sign bit flipped), made in place
                 np.bitwise_xor(col.to_numpy(zero_copy_only=True).view(np.uint64), SIGN_BIT,
                                out=block[:, col_at])
-            elif kind == "list":
-                # an array's first word of its full encoding; none when every value is NULL
+            elif kind in ("list", "interval"):
+                # an array's (an interval's) first word of its full encoding; none when every value is NULL
                 # (a segment of no words: the first word would be the null word)
                 keys, layout = encode_columns([col], [kind])
                 block[:, col_at] = keys[:, 0] if layout[0] else 0
@@ -157,7 +158,7 @@ FIRST_COLUMN_TIES = 1 / 1024
 def _distinct_within_runs(pieces: list[Updates], spec: ColumnSpec) -> bool:
     # Whether a fixed-width first column without NULLs has (almost) no equal neighbours
     # within the pieces: one vectorised comparison per piece.
-    if kind_of(spec.type, spec.name) in ("bytes", "null"):
+    if kind_of(spec.type, spec.name) in ("bytes", "null", "list", "interval"):
         return False
     ties = 0
     for u in pieces:

@@ -5,7 +5,9 @@ A frame of exactly the table's columns (in any order) is rows, each inserted onc
 +1); one with ``time`` and ``diff`` besides is a batch of updates. The commit time is
 ``time`` when given, else the batch's single time, else (rows without times) ``now + 1``;
 it is never below ``now`` (earlier times are sealed). Columns convert to the table's types
-as ``colmz.rows.conform`` converts them.
+as ``colmz.rows.conform`` converts them. An interval holds whole microseconds (PostgreSQL's
+resolution, and DuckDB's: a finer one would read back as another value than the one stored,
+so a retraction computed by SQL would miss it).
 """
 
 from __future__ import annotations
@@ -59,9 +61,17 @@ def table_batch(name: str, schema: Sequence[ColumnSpec], updates, time: int | No
 
 
 def _cast_column(col: pa.Array, spec: ColumnSpec, table: str) -> pa.Array:
-    if col.type == spec.type:
-        return col
-    return conform(pa.table({spec.name: col}), (spec,), f"append to {table}").column(0)
+    if col.type != spec.type:
+        col = conform(pa.table({spec.name: col}), (spec,), f"append to {table}").column(0)
+    if col.type == pa.month_day_nano_interval() and len(col):
+        arr = col.combine_chunks() if isinstance(col, pa.ChunkedArray) else col
+        ns = np.frombuffer(arr.buffers()[1], np.int64, count=2 * len(arr), offset=arr.offset * 16)[1::2]
+        valid = ~np.asarray(arr.is_null().to_numpy(zero_copy_only=False), bool)
+        bad = np.flatnonzero(valid & (ns % 1000 != 0))
+        if len(bad):
+            raise ValueError(f"append to {table}: column {spec.name!r} holds an interval of "
+                             f"{int(ns[bad[0]])} nanoseconds; intervals hold whole microseconds")
+    return col
 
 
 def _frame_updates(frame, columns: list[str], name: str, time: int | None, now: int):

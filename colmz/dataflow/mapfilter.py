@@ -109,6 +109,10 @@ def _column_type(schema: Schema, name: str, what: str) -> pa.DataType:
 def _check_constant(value, t: pa.DataType, column: str) -> pa.Scalar:
     """``value`` as a scalar of ``t`` when it is a constant of that type, else ``TypeError``."""
     kind = kind_of(t, column)
+    if kind in ("interval", "list"):
+        # an interval's bytes hold its written form ('1 mon' is not '30 days' there, and is in
+        # PostgreSQL), an array's colmz's order: compared by SQL
+        raise TypeError(f"column {column!r} ({t}) is not compared natively: compare it in SQL")
     if isinstance(value, pa.Scalar):
         if value.type != t:
             raise TypeError(f"the constant compared with column {column!r} ({t}) is a {value.type} scalar")

@@ -186,6 +186,7 @@ from collections.abc import Mapping, Sequence
 
 import pyarrow as pa
 
+from colmz.dataflow.interval_keys import interval_key
 from colmz.dataflow.plan_binding import (
     COMPARE_OPS,
     FLIPPED,
@@ -1276,6 +1277,10 @@ def plan(query_text: str, schemas: Mapping[str, object], subquery_schema=None, a
             root = Fallback((), user(text), user(str(e)))
     if user is not _as_is:
         root = _shown_as_written(root, user, {})
+    keyed = interval_key(root)
+    if keyed is not None:
+        # PostgreSQL's equality of intervals is DuckDB's, not that of colmz's keys
+        root = Fallback((), user(text), keyed)
     if append_only:
         if isinstance(append_only, str) or not all(isinstance(n, str) for n in append_only):
             raise TypeError(f"append_only must be a collection of relation names, got {append_only!r}")

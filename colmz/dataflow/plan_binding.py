@@ -320,7 +320,7 @@ def setop_parts(text: str, span: tuple[int, int]) -> list[tuple[int, int]] | Non
 #: PostgreSQL's name of an Arrow type, for a typed NULL (a key absent from a grouping set).
 POSTGRES_TYPES = {pa.int16(): "smallint", pa.int32(): "integer", pa.int64(): "bigint", pa.string(): "text",
                    pa.bool_(): "boolean", pa.float64(): "double precision", pa.float32(): "real",
-                   pa.date32(): "date", pa.timestamp("us"): "timestamp"}
+                   pa.date32(): "date", pa.timestamp("us"): "timestamp", pa.month_day_nano_interval(): "interval"}
 
 
 def has_grouping_sets(q: Query) -> bool:

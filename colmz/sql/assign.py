@@ -218,7 +218,7 @@ def arrow_assignment(table: pa.Table, targets: Sequence[pa.DataType]) -> pa.Tabl
 #: Column types whose string literals :func:`typed_values` casts (PostgreSQL's name for each).
 _LITERAL_TYPES = {pa.int16(): "smallint", pa.int32(): "integer", pa.int64(): "bigint",
                   pa.float32(): "real", pa.float64(): "double precision", pa.bool_(): "boolean",
-                  pa.date32(): "date"}
+                  pa.date32(): "date", pa.month_day_nano_interval(): "interval"}
 
 
 def typed_values(query: str, targets: Sequence[pa.DataType]) -> str:
