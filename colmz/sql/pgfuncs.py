@@ -43,12 +43,14 @@ __all__ = [
     "CALLS",
     "ERROR_MESSAGES",
     "FUNCTIONS",
+    "INTERVAL_OUT",
     "MACROS",
     "OPERATORS",
     "PG_KEYWORDS",
     "TYPED_MACROS",
     "date_bin",
     "interval_div",
+    "interval_text",
     "justify_days",
     "justify_hours",
     "justify_interval",
@@ -371,6 +373,30 @@ def justify_interval(months: int, days: int, micros: int) -> tuple[int, int, int
     return months, days, micros
 
 
+def interval_text(months: int, days: int, micros: int) -> str:
+    """PostgreSQL's text of an interval (``IntervalStyle`` postgres): years, months and days
+    as words, a field after a negative one signed ``+`` when positive, the time as
+    ``[-]hh:mm:ss[.ffffff]``.
+
+    >>> interval_text(-1, 10, 3_600_000_000), interval_text(14, -1, 0), interval_text(0, 0, 0)
+    ('-1 mons +10 days 01:00:00', '1 year 2 mons -1 days', '00:00:00')
+    """
+    out, before = [], False
+    year, month = _trunc_div(months, 12)
+    for value, unit in ((year, "year"), (month, "mon"), (days, "day")):
+        if value:
+            out.append(f"{'+' if before and value > 0 else ''}{value} {unit}{'' if value == 1 else 's'}")
+            before = value < 0
+    if not out or micros:
+        sign = "-" if micros < 0 else "+" if before else ""
+        hours, rest = divmod(abs(micros), 3_600_000_000)
+        minutes, rest = divmod(rest, 60_000_000)
+        seconds, fraction = divmod(rest, 1_000_000)
+        time = f"{sign}{hours:02d}:{minutes:02d}:{seconds:02d}"
+        out.append(time + (f".{fraction:06d}".rstrip("0") if fraction else ""))
+    return " ".join(out)
+
+
 def _tsround(x: float) -> float:
     return round(x * 1e6) / 1e6  # (round: C's rint, ties to even)
 
@@ -444,7 +470,7 @@ substring symmetric table tablesample then time timestamp to trailing treat trim
 user using values varchar variadic verbose when where window with xmlattributes xmlconcat
 xmlelement xmlexists xmlforest xmlnamespaces xmlparse xmlpi xmlroot xmlserialize xmltable
 """.split())  # noqa: SIM905 - kwlist.h's words as a paragraph
-_SAFE_NAME = re.compile(r"[a-z_][a-z0-9_$]*")
+_SAFE_NAME = re.compile(r"[a-z_][a-z0-9_]*")
 
 
 def quote_ident(name: str) -> str:
@@ -548,6 +574,8 @@ QUOTE_IDENT, QUOTE_LITERAL = P + "quote_ident", P + "quote_literal"
 _QUOTE_LITERAL_TEXT = P + "quote_literal_text"
 INTERVAL_DIV = P + "interval_div"
 INTERVAL_TIME = P + "interval_time"
+#: PostgreSQL's text of an interval (:func:`interval_text`).
+INTERVAL_OUT = P + "interval_out"
 ARRAY_TO_STRING_NULL = P + "array_to_string_null"
 
 #: (name, function over Arrow, argument types, result type): registered on every colmz
@@ -564,6 +592,7 @@ FUNCTIONS = (
     _entry(_QUOTE_LITERAL_TEXT, quote_literal, "VARCHAR", "VARCHAR"),
     _entry(INTERVAL_DIV, lambda iv, f: interval_div(*iv, f), "INTERVAL", "INTERVAL", "DOUBLE"),
     _entry(INTERVAL_TIME, _interval_time, "TIME", "INTERVAL"),
+    _entry(INTERVAL_OUT, lambda iv: interval_text(*iv), "VARCHAR", "INTERVAL"),
 )
 
 _TO_CHAR_REFUSAL = ("to_char() of a number or an interval is not supported by colmz (Materialize formats "
