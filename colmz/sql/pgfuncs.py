@@ -45,6 +45,7 @@ __all__ = [
     "FUNCTIONS",
     "INTERVAL_OUT",
     "MACROS",
+    "NULL_FUNCTIONS",
     "OPERATORS",
     "PG_KEYWORDS",
     "TYPED_MACROS",
@@ -436,8 +437,8 @@ def date_bin(stride: tuple[int, int, int], source: int, origin: int) -> int:
 
     >>> date_bin((0, 0, 900_000_000), 1_000_000_000, 0)
     900000000
-    >>> date_bin((0, 0, 900_000_000), -1, 0)
-    -900000000
+    >>> date_bin((0, 0, 900_000_000), -1, 0), date_bin((0, 0, 900_000_000), -900_000_000, 0)
+    (-900000000, -900000000)
     """
     months, days, micros = stride
     if months:
@@ -446,10 +447,7 @@ def date_bin(stride: tuple[int, int, int], source: int, origin: int) -> int:
     if step <= 0:
         raise ValueError("stride must be greater than zero")
     diff = source - origin
-    delta = diff - _trunc_div(diff, step)[1]
-    if origin > source and step > 1:  # the start of the bin, also for an origin after source
-        delta -= step
-    return origin + delta
+    return origin + diff - diff % step  # (Python's % floors: the bin's start, also before origin)
 
 
 # ----------------------------------------------------------------------------- quoting
@@ -543,11 +541,12 @@ def _infinite(micros: int) -> bool:
 
 
 def _to_char_ts(micros: int, fmt: str) -> str | None:
-    return None if _infinite(micros) else to_char(micros, fmt)
+    # (PostgreSQL's to_char of an infinity or with an empty template is NULL)
+    return None if _infinite(micros) or not fmt else to_char(micros, fmt)
 
 
 def _to_char_tz(micros: int, fmt: str) -> str | None:
-    return None if _infinite(micros) else to_char(micros, fmt, "UTC")
+    return None if _infinite(micros) or not fmt else to_char(micros, fmt, "UTC")
 
 
 def _date_bin(stride, source: int, origin: int) -> int:
@@ -578,11 +577,15 @@ INTERVAL_TIME = P + "interval_time"
 INTERVAL_OUT = P + "interval_out"
 ARRAY_TO_STRING_NULL = P + "array_to_string_null"
 
+#: Functions that may give NULL for values (to_char of an infinity or with an empty template):
+#: registered with DuckDB's special NULL handling (a NULL argument still gives NULL).
+NULL_FUNCTIONS = (
+    _entry(_TO_CHAR_TS, _to_char_ts, "VARCHAR", "TIMESTAMP", "VARCHAR"),
+    _entry(_TO_CHAR_TZ, _to_char_tz, "VARCHAR", "TIMESTAMPTZ", "VARCHAR"),
+)
 #: (name, function over Arrow, argument types, result type): registered on every colmz
 #: connection (:func:`colmz.sql.run.connect`); a NULL argument gives NULL.
 FUNCTIONS = (
-    _entry(_TO_CHAR_TS, _to_char_ts, "VARCHAR", "TIMESTAMP", "VARCHAR"),
-    _entry(_TO_CHAR_TZ, _to_char_tz, "VARCHAR", "TIMESTAMPTZ", "VARCHAR"),
     _entry(_DATE_BIN_TS, _date_bin, "TIMESTAMP", "INTERVAL", "TIMESTAMP", "TIMESTAMP"),
     _entry(_DATE_BIN_TZ, _date_bin, "TIMESTAMPTZ", "INTERVAL", "TIMESTAMPTZ", "TIMESTAMPTZ"),
     *(_entry(P + f, lambda iv, f=fn: f(*iv), "INTERVAL", "INTERVAL")

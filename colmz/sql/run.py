@@ -99,7 +99,7 @@ def connect(external_access: bool = True):
     # what translated queries and colmz.sql.jsonb's rules call
     for name, fn, args, result in FUNCTIONS + TRANSFORM_FUNCTIONS + jsonb.FUNCTIONS + pgfuncs.FUNCTIONS:
         con.create_function(name, fn, list(args), result, type="arrow", side_effects=False)
-    for name, fn, args, result in TRANSFORM_NULL_FUNCTIONS + jsonb.NULL_FUNCTIONS:
+    for name, fn, args, result in TRANSFORM_NULL_FUNCTIONS + jsonb.NULL_FUNCTIONS + pgfuncs.NULL_FUNCTIONS:
         con.create_function(name, fn, list(args), result, type="arrow", side_effects=False,
                             null_handling="special")
     # (macro, its form for DuckDB before 1.4, which has no typed macro parameters)

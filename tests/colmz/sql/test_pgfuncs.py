@@ -103,6 +103,18 @@ def test_date_bin_is_postgresqls(pg, stride, source, origin):
     assert got == micros_of(want)
 
 
+def test_date_bin_at_bin_edges(pg):
+    # sources on a bin's edge and just inside it, before and after the origin
+    origin = datetime.datetime(2024, 1, 1)
+    for stride_us in (1, 7, 900_000_000, 86_400_000_000 + 3):
+        for k in (-3, -1, 0, 1, 2):
+            for off in (-1, 0, 1):
+                source = origin + datetime.timedelta(microseconds=k * stride_us + off)
+                (want,) = pg_one(pg, "SELECT date_bin(%s::interval, %s::timestamp, %s::timestamp)",
+                                 f"{stride_us} microseconds", source.isoformat(), origin.isoformat())
+                assert date_bin((0, 0, stride_us), micros_of(source), micros_of(origin)) == micros_of(want)
+
+
 # ----------------------------------------------------------------------------- intervals
 
 INTERVALS = st.tuples(st.integers(-5000, 5000), st.integers(-50_000, 50_000), st.integers(-(2**50), 2**50))
