@@ -2041,6 +2041,14 @@ QUERIES = [
                              "CAST(INTERVAL '25 hours 30 seconds' AS time) AS c"),
     ('mzf_interval_text_signs', "SELECT (INTERVAL '1 month' - INTERVAL '40 days')::text AS a, "
                                 "(INTERVAL '-1 day' + INTERVAL '3 hours')::text AS b"),
+    ('mzf_encode', "SELECT encode('abc'::bytea, 'hex') AS a, encode('\\x00ff5c'::bytea, 'escape') AS b, "
+                   "encode('hello world', 'base64') AS c, encode(decode(name, 'escape'), 'hex') AS d FROM people "
+                   "WHERE id < 3 ORDER BY id"),
+    ('mzf_decode', "SELECT decode('616263', 'hex') AS a, decode('aGVs bG8=', 'base64') AS b, decode('a\\000', 'escape') "
+                   "AS c, decode(NULL, 'hex') AS d, octet_length(decode('00ff', 'HEX')) AS e"),
+    ('mzf_fail_decode_hex', "SELECT decode('61x', 'hex') AS a"),
+    ('mzf_fail_decode_base64', "SELECT decode('Y===', 'base64') AS a"),
+    ('mzf_fail_encode_format', "SELECT encode('\\x00'::bytea, 'base32') AS a"),
     ('mzf_fail_date_bin_month', "SELECT date_bin(INTERVAL '1 month', ts, TIMESTAMP '2024-01-01') AS b FROM orders"),
     ('mzf_fail_date_bin_zero', "SELECT date_bin(INTERVAL '0 minutes', TIMESTAMP '2024-01-01 10:00', "
                                "TIMESTAMP '2024-01-01') AS b"),

@@ -18,6 +18,8 @@ transforms (:mod:`colmz.sql.transforms`): each gives the DuckDB text of one node
   :func:`quote_literal`): a name is quoted unless it is lower case letters, digits and
   ``_`` not starting with a digit, and not one of PostgreSQL 15's keywords other than the
   unreserved ones (:data:`PG_KEYWORDS`).
+* ``encode(bytea, format)`` and ``decode(text, format)`` (:func:`encode`, :func:`decode`):
+  ``hex``, ``base64``, ``escape``; a string literal given to ``encode`` is bytea's input text.
 * ``array_to_string(a, d, null_text)`` and ``string_to_array(s, d, null_text)``: NULL
   elements printed as ``null_text``, elements equal to it read as NULL.
 * Operators on values visibly of a type (a typed literal such as ``INTERVAL '1 hour'``, a
@@ -36,7 +38,7 @@ from __future__ import annotations
 
 import re
 
-from colmz.sql.build import RESERVED_PREFIX
+from colmz.sql.build import BYTEA_IN, RESERVED_PREFIX
 
 __all__ = [
     "ARRAY_TO_STRING_NULL",
@@ -50,6 +52,8 @@ __all__ = [
     "PG_KEYWORDS",
     "TYPED_MACROS",
     "date_bin",
+    "decode",
+    "encode",
     "interval_div",
     "interval_text",
     "justify_days",
@@ -68,7 +72,10 @@ _INT32 = (-(2**31), 2**31 - 1)
 #: PostgreSQL's messages the functions here raise (a regular expression's alternatives).
 ERROR_MESSAGES = (r"stride must be greater than zero|timestamps cannot be binned into intervals containing "
                   r"months or years|origin out of range|interval out of range|division by zero"
-                  r"|timestamp out of range")
+                  r"|timestamp out of range|invalid hexadecimal digit: \".*\"|invalid hexadecimal data: odd number "
+                  r"of digits|invalid symbol \".*\" found while decoding base64 sequence|invalid base64 end sequence"
+                  r"|unexpected \"=\" while decoding base64 sequence|invalid input syntax for type bytea"
+                  r"|unrecognized encoding: \".*\"")
 
 
 # ----------------------------------------------------------------------------- calendar
@@ -494,6 +501,116 @@ def quote_literal(text: str) -> str:
     return ("E'" if "\\" in text else "'") + body + "'"
 
 
+# ----------------------------------------------------------------------------- encode / decode
+
+_WHITESPACE = " \n\t\r"
+
+
+def _format(fmt: str) -> str:
+    f = fmt.lower()
+    if f not in ("hex", "base64", "escape"):
+        raise ValueError(f'unrecognized encoding: "{fmt}"')
+    return f
+
+
+def encode(data: bytes, fmt: str) -> str:
+    r"""PostgreSQL's ``encode(bytea, format)``: ``hex`` (lower case), ``base64`` (a line break
+    after every 76 characters) or ``escape`` (a zero byte, a high byte as ``\\ooo``, a
+    backslash doubled).
+
+    >>> encode(b'\x00a\\\xff', 'hex'), encode(b'\x00a\\\xff', 'escape'), encode(b'ab', 'BASE64')
+    ('00615cff', '\\000a\\\\\\377', 'YWI=')
+    """
+    import base64
+
+    f = _format(fmt)
+    if f == "hex":
+        return data.hex()
+    if f == "base64":
+        text = base64.b64encode(data).decode()
+        return "\n".join(text[i : i + 76] for i in range(0, len(text), 76))
+    return "".join(f"\\{b:03o}" if b == 0 or b >= 0x80 else "\\\\" if b == 0x5C else chr(b) for b in data)
+
+
+def decode(text: str, fmt: str) -> bytes:
+    r"""PostgreSQL's ``decode(text, format)``, the inverse of :func:`encode` (whitespace between
+    hex digit pairs and in base64 skipped), with PostgreSQL's errors.
+
+    >>> decode('61 62', 'hex'), decode('YW\nI=', 'base64'), decode('a\\000\\\\', 'escape')
+    (b'ab', b'ab', b'a\x00\\')
+    """
+    f = _format(fmt)
+    data = text.encode()
+    if f == "hex":
+        out, i = bytearray(), 0
+        while i < len(text):
+            if text[i] in _WHITESPACE:
+                i += 1
+                continue
+            pair = text[i : i + 2]
+            for ch in pair:
+                if ch not in "0123456789abcdefABCDEF":
+                    raise ValueError(f'invalid hexadecimal digit: "{ch}"')
+            if len(pair) < 2:
+                raise ValueError("invalid hexadecimal data: odd number of digits")
+            out.append(int(pair, 16))
+            i += 2
+        return bytes(out)
+    if f == "base64":
+        return _base64_decode(text)
+    out, i = bytearray(), 0
+    while i < len(data):
+        if data[i] != 0x5C:
+            out.append(data[i])
+            i += 1
+        elif data[i + 1 : i + 2] == b"\\":
+            out.append(0x5C)
+            i += 2
+        elif re.fullmatch(rb"[0-3][0-7][0-7]", data[i + 1 : i + 4]):
+            out.append(int(data[i + 1 : i + 4], 8))
+            i += 4
+        else:
+            raise ValueError("invalid input syntax for type bytea")
+    return bytes(out)
+
+
+_B64 = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/"
+
+
+def _base64_decode(text: str) -> bytes:
+    # encode.c's pg_base64_decode: whitespace skipped; "=" after two or three symbols of a
+    # group ends the data's length
+    out, acc, pos, end = bytearray(), 0, 0, 0
+    for ch in text:
+        if ch in _WHITESPACE:
+            continue
+        if ch == "=":
+            if end == 0:
+                if pos == 2:
+                    end = 1
+                elif pos == 3:
+                    end = 2
+                else:
+                    raise ValueError("unexpected \"=\" while decoding base64 sequence")
+            b = 0
+        else:  # (a symbol after the end is read: the groups after it keep the end's length)
+            b = _B64.find(ch)
+            if b < 0:
+                raise ValueError(f'invalid symbol "{ch}" found while decoding base64 sequence')
+        acc = (acc << 6) + b
+        pos += 1
+        if pos == 4:
+            out.append((acc >> 16) & 255)
+            if end == 0 or end > 1:
+                out.append((acc >> 8) & 255)
+            if end == 0 or end > 2:
+                out.append(acc & 255)
+            acc, pos = 0, 0
+    if pos != 0:
+        raise ValueError("invalid base64 end sequence")
+    return bytes(out)
+
+
 # ----------------------------------------------------------------------------- over Arrow
 
 def _arrow(fn, result: str, *types: str):
@@ -502,7 +619,7 @@ def _arrow(fn, result: str, *types: str):
 
     out_type = {"VARCHAR": pa.string(), "INTERVAL": pa.month_day_nano_interval(),
                 "TIMESTAMP": pa.timestamp("us"), "TIMESTAMPTZ": pa.timestamp("us", tz="UTC"),
-                "TIME": pa.time64("us")}[result]
+                "TIME": pa.time64("us"), "BLOB": pa.binary()}[result]
 
     def read(col, t):
         if t in ("TIMESTAMP", "TIMESTAMPTZ"):
@@ -512,7 +629,7 @@ def _arrow(fn, result: str, *types: str):
         return col.to_pylist()
 
     def write(v):
-        if v is None or result in ("VARCHAR", "TIMESTAMP", "TIMESTAMPTZ", "TIME"):
+        if v is None or result != "INTERVAL":
             return v
         return pa.MonthDayNano([v[0], v[1], v[2] * 1000])
 
@@ -576,6 +693,8 @@ INTERVAL_TIME = P + "interval_time"
 #: PostgreSQL's text of an interval (:func:`interval_text`).
 INTERVAL_OUT = P + "interval_out"
 ARRAY_TO_STRING_NULL = P + "array_to_string_null"
+ENCODE, DECODE = P + "encode", P + "decode"
+_ENCODE_BYTES = P + "encode_bytes"
 
 #: Functions that may give NULL for values (to_char of an infinity or with an empty template):
 #: registered with DuckDB's special NULL handling (a NULL argument still gives NULL).
@@ -596,6 +715,8 @@ FUNCTIONS = (
     _entry(INTERVAL_DIV, lambda iv, f: interval_div(*iv, f), "INTERVAL", "INTERVAL", "DOUBLE"),
     _entry(INTERVAL_TIME, _interval_time, "TIME", "INTERVAL"),
     _entry(INTERVAL_OUT, lambda iv: interval_text(*iv), "VARCHAR", "INTERVAL"),
+    _entry(_ENCODE_BYTES, encode, "VARCHAR", "BLOB", "VARCHAR"),
+    _entry(DECODE, decode, "BLOB", "VARCHAR", "VARCHAR"),
 )
 
 _TO_CHAR_REFUSAL = ("to_char() of a number or an interval is not supported by colmz (Materialize formats "
@@ -618,6 +739,9 @@ TYPED_MACROS = (
      f"(s, x DATE, o) AS {_DATE_BIN_TZ}(s, CAST(x AS TIMESTAMP WITH TIME ZONE), "
      f"CAST(o AS TIMESTAMP WITH TIME ZONE)), (s, x, o) AS {_DATE_BIN_TS}(s, x, o)",
      f"CREATE OR REPLACE MACRO {DATE_BIN}(s, x, o) AS {_DATE_BIN_TS}(s, x, o)"),
+    (f"CREATE OR REPLACE MACRO {ENCODE}(x BLOB, f) AS {_ENCODE_BYTES}(x, f), (x, f) AS CAST(error('encode() of "
+     "a value that is not bytea is not supported by colmz (PostgreSQL encodes bytea only)') AS VARCHAR)",
+     f"CREATE OR REPLACE MACRO {ENCODE}(x, f) AS {_ENCODE_BYTES}(x, f)"),
     (f"CREATE OR REPLACE MACRO {QUOTE_LITERAL}(x VARCHAR) AS {_QUOTE_LITERAL_TEXT}(x), "
      + "".join(f"(x {t}) AS {_QUOTE_LITERAL_TEXT}(CAST(x AS VARCHAR)), " for t in _INTEGERS)
      + f"(x) AS CAST(error('{_QUOTE_REFUSAL}') AS VARCHAR)",
@@ -699,11 +823,21 @@ def _interval_to_time(c):
     return f"{INTERVAL_TIME}({c.text_of(c.node.children[0])})"
 
 
+def _encode(c):
+    # a string literal is bytea's input text (PostgreSQL's, not DuckDB's escapes)
+    if not c.plain or len(c.arguments) != 2:
+        return None
+    x, f = c.arguments
+    data = f"{BYTEA_IN}({c.text_of(x)})" if x.literal is not None and x.literal.kind == "STRING" else c.text_of(x)
+    return f"{ENCODE}({data}, {c.text_of(f)})"
+
+
 #: Function name as written -> rule (entries of :data:`colmz.sql.transforms.CALLS`).
 CALLS = {
     "to_char": _call(TO_CHAR, (2,)),
     "date_bin": _call(DATE_BIN, (3,)),
     **{f: _call(m, (1,)) for f, m in JUSTIFY.items()},
+    "encode": _encode, "decode": _call(DECODE, (2,)),
     "quote_ident": _call(QUOTE_IDENT, (1,)),
     "quote_literal": _call(QUOTE_LITERAL, (1,)),
     "quote_nullable": lambda c: f"coalesce({_call(QUOTE_LITERAL, (1,))(c)}, 'NULL')"
