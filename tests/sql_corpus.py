@@ -2046,6 +2046,11 @@ QUERIES = [
                    "WHERE id < 3 ORDER BY id"),
     ('mzf_decode', "SELECT decode('616263', 'hex') AS a, decode('aGVs bG8=', 'base64') AS b, decode('a\\000', 'escape') "
                    "AS c, decode(NULL, 'hex') AS d, octet_length(decode('00ff', 'HEX')) AS e"),
+    ('mzf_bytea_length', "SELECT length(decode('00ff61', 'hex')) AS a, length('héllo') AS b, length(name) AS c, "
+                         "length(decode(NULL, 'hex')) AS d FROM people WHERE id = 1"),
+    ('mzf_to_char_zones', "SELECT to_char(TIMESTAMPTZ '2024-03-01 14:05:06+02', 'YYYY-MM-DD HH24:MI:SS TZ tz OF TZH:TZM') "
+                          "AS a, to_char(TIMESTAMP '2024-03-01 14:05:06', 'TZ|OF|TZH:TZM|FMOF') AS b, "
+                          "to_char(DATE '2024-03-01', 'TMMonth TMDay tmmon') AS c"),
     ('mzf_fail_decode_hex', "SELECT decode('61x', 'hex') AS a"),
     ('mzf_fail_decode_base64', "SELECT decode('Y===', 'base64') AS a"),
     ('mzf_fail_encode_format', "SELECT encode('\\x00'::bytea, 'base32') AS a"),

@@ -19,7 +19,8 @@ transforms (:mod:`colmz.sql.transforms`): each gives the DuckDB text of one node
   ``_`` not starting with a digit, and not one of PostgreSQL 15's keywords other than the
   unreserved ones (:data:`PG_KEYWORDS`).
 * ``encode(bytea, format)`` and ``decode(text, format)`` (:func:`encode`, :func:`decode`):
-  ``hex``, ``base64``, ``escape``; a string literal given to ``encode`` is bytea's input text.
+  ``hex``, ``base64``, ``escape``; a string literal given to ``encode`` is bytea's input text;
+  ``length`` of a bytea counts its bytes.
 * ``array_to_string(a, d, null_text)`` and ``string_to_array(s, d, null_text)``: NULL
   elements printed as ``null_text``, elements equal to it read as NULL.
 * Operators on values visibly of a type (a typed literal such as ``INTERVAL '1 hour'``, a
@@ -694,6 +695,7 @@ INTERVAL_TIME = P + "interval_time"
 INTERVAL_OUT = P + "interval_out"
 ARRAY_TO_STRING_NULL = P + "array_to_string_null"
 ENCODE, DECODE = P + "encode", P + "decode"
+LENGTH = P + "length"
 _ENCODE_BYTES = P + "encode_bytes"
 
 #: Functions that may give NULL for values (to_char of an infinity or with an empty template):
@@ -742,6 +744,8 @@ TYPED_MACROS = (
     (f"CREATE OR REPLACE MACRO {ENCODE}(x BLOB, f) AS {_ENCODE_BYTES}(x, f), (x, f) AS CAST(error('encode() of "
      "a value that is not bytea is not supported by colmz (PostgreSQL encodes bytea only)') AS VARCHAR)",
      f"CREATE OR REPLACE MACRO {ENCODE}(x, f) AS {_ENCODE_BYTES}(x, f)"),
+    (f"CREATE OR REPLACE MACRO {LENGTH}(x BLOB) AS CAST(octet_length(x) AS INTEGER), (x) AS length(x)",
+     f"CREATE OR REPLACE MACRO {LENGTH}(x) AS length(x)"),
     (f"CREATE OR REPLACE MACRO {QUOTE_LITERAL}(x VARCHAR) AS {_QUOTE_LITERAL_TEXT}(x), "
      + "".join(f"(x {t}) AS {_QUOTE_LITERAL_TEXT}(CAST(x AS VARCHAR)), " for t in _INTEGERS)
      + f"(x) AS CAST(error('{_QUOTE_REFUSAL}') AS VARCHAR)",
@@ -837,7 +841,7 @@ CALLS = {
     "to_char": _call(TO_CHAR, (2,)),
     "date_bin": _call(DATE_BIN, (3,)),
     **{f: _call(m, (1,)) for f, m in JUSTIFY.items()},
-    "encode": _encode, "decode": _call(DECODE, (2,)),
+    "encode": _encode, "decode": _call(DECODE, (2,)), "length": _call(LENGTH, (1,)),
     "quote_ident": _call(QUOTE_IDENT, (1,)),
     "quote_literal": _call(QUOTE_LITERAL, (1,)),
     "quote_nullable": lambda c: f"coalesce({_call(QUOTE_LITERAL, (1,))(c)}, 'NULL')"
