@@ -3,8 +3,9 @@
 Each is PostgreSQL 15's own computation (``src/backend/utils/adt/formatting.c``,
 ``timestamp.c``, ``quote.c``, ``arrayfuncs.c``), written over plain Python values so that it
 can be read beside the original and tested against PostgreSQL, then registered on every
-colmz connection over Arrow (:data:`FUNCTIONS`) or written as a DuckDB macro
-(:data:`MACROS`). The rules (:data:`CALLS`, :data:`OPERATORS`) are entries of the table of
+colmz connection over Arrow (:data:`FUNCTIONS`; :data:`NULL_FUNCTIONS` may give NULL for
+values) or written as a DuckDB macro (:data:`MACROS`; :data:`TYPED_MACROS` choose by their
+arguments' types when DuckDB binds the query). The rules (:data:`CALLS`, :data:`OPERATORS`) are entries of the table of
 transforms (:mod:`colmz.sql.transforms`): each gives the DuckDB text of one node's span.
 
 * ``to_char(timestamp | timestamptz | date, text)``: PostgreSQL's template patterns
@@ -17,7 +18,8 @@ transforms (:mod:`colmz.sql.transforms`): each gives the DuckDB text of one node
 * ``quote_ident``, ``quote_literal``, ``quote_nullable`` (:func:`quote_ident`,
   :func:`quote_literal`): a name is quoted unless it is lower case letters, digits and
   ``_`` not starting with a digit, and not one of PostgreSQL 15's keywords other than the
-  unreserved ones (:data:`PG_KEYWORDS`).
+  unreserved ones (:data:`PG_KEYWORDS`); ``quote_literal`` of a value other than text or an
+  integer is refused when the query is bound (PostgreSQL prints it with its type's output).
 * ``encode(bytea, format)`` and ``decode(text, format)`` (:func:`encode`, :func:`decode`):
   ``hex``, ``base64``, ``escape``; a string literal given to ``encode`` is bytea's input text;
   ``length`` of a bytea counts its bytes.
@@ -29,6 +31,8 @@ transforms (:mod:`colmz.sql.transforms`): each gives the DuckDB text of one node
   (:func:`interval_div`: fractions of months and days cascade down as PostgreSQL's do),
   ``time - time`` (an interval of microseconds), and a cast of an interval to ``time`` (its
   time of day).
+* PostgreSQL's text of an interval (:func:`interval_text`, :data:`INTERVAL_OUT`), which
+  ``::text`` of an interval prints (:data:`colmz.sql.translate.INTERVAL_TEXT`).
 
 Invariant: every function here gives NULL for a NULL argument (PostgreSQL's functions are
 strict) and raises PostgreSQL's own message (:data:`ERROR_MESSAGES`, which
