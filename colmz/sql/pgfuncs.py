@@ -852,13 +852,16 @@ CALLS = {
     if _call(QUOTE_LITERAL, (1,))(c) else None,
 }
 
-#: (node keys, rule, when(node, text)): the operator and cast entries of the table of
-#: transforms (a DuckDB operator's name, or ``CAST``).
+#: (node keys, rule, when(node, text), trigger words, trigger operators): the operator and
+#: cast entries of the table of transforms (a DuckDB operator's name, or ``CAST``). A text
+#: is read as a tree for them only when it holds a trigger (``/``; the word ``time``): an
+#: ``INTERVAL '2s'`` alone costs nothing.
 OPERATORS = (
     (("/", "//"), _divide, lambda e, text: e.cls == "FUNCTION" and len(e.children) == 2
-     and _interval(e.children[0], text)),
+     and _interval(e.children[0], text), (), ("/",)),
     (("-",), _time_minus_time, lambda e, text: e.cls == "FUNCTION" and len(e.children) == 2
-     and _time(e.children[0], text) and _time(e.children[1], text)),
-    (("CAST",), _interval_to_time, lambda e, text: _time(e, text) and _interval(e.children[0], text)),
+     and _time(e.children[0], text) and _time(e.children[1], text), ("time",), ()),
+    (("CAST",), _interval_to_time, lambda e, text: _time(e, text) and _interval(e.children[0], text),
+     ("time",), ()),
 )
 

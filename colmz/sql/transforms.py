@@ -2687,9 +2687,9 @@ _when(("row",), _row_value, lambda e, w: w.item and _is_row(e), words=("row",))
 # (and ``::`` before one, read by may_transform)
 _when(_CASTS, _cast, lambda e, w: _is_cast(e, w.text) and not e.children[1].children
       and _type_text(e.children[1], w.text) in _CAST_TARGETS, words=("cast",))
-# interval / number, time - time, interval::time (colmz.sql.pgfuncs; "/" and "-" trigger them)
-for _keys, _rule, _applies in pgfuncs.OPERATORS:
-    _when(_keys, _rule, lambda e, w, applies=_applies: applies(e, w.text), words=("interval", "time"))
+# interval / number, time - time, interval::time (colmz.sql.pgfuncs, with their triggers)
+for _keys, _rule, _applies, _words, _ops in pgfuncs.OPERATORS:
+    _when(_keys, _rule, lambda e, w, applies=_applies: applies(e, w.text), words=_words, ops=_ops)
 for _op, _rule in jsonb.OPERATORS.items():  # (a rule may give None: not jsonb)
     _when((_op,), _rule, lambda e, w: e.cls == "FUNCTION", ops=("@>", "<@", "@"))
 # jsonb - text (None for any other -)
