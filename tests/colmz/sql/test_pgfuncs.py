@@ -58,9 +58,10 @@ KEYWORDS = ["A.D.", "A.M.", "AD", "AM", "B.C.", "BC", "CC", "DAY", "DDD", "DD", 
             "TZH", "TZM", "TZ", "US", "WW", "W", "Y,YYY", "YYYY", "YYY", "YY", "Y", "a.m.", "am", "day", "dy",
             "month", "mon", "rm", "tz", "yyyy", "hh24", "mi", "ss", "pm", "bc", "Mon", "iw", "w", "q"]
 PIECES = st.one_of(
-    st.builds(lambda p, k, s: p + k + s, st.sampled_from(["", "", "FM", "fm"]), st.sampled_from(KEYWORDS),
+    st.builds(lambda p, k, s: p + k + s, st.sampled_from(["", "", "FM", "fm", "TM"]), st.sampled_from(KEYWORDS),
               st.sampled_from(["", "", "TH", "th", "SP"])),
-    st.sampled_from([" ", "-", ":", "/", ",", ".", "x", '"DD of"', '\\"', '"a\\"b"', "T", "S", "F", "E"]),
+    st.sampled_from([" ", "-", ":", "/", ",", ".", "x", '"DD of"', '\\"', '"a\\"b"', "T", "S", "F", "E", "FM", "TM",
+                     "TH", "tm", '"', "\\"]),
 )
 TIMESTAMPS = st.datetimes(min_value=datetime.datetime(1, 1, 1), max_value=datetime.datetime(9999, 12, 31))
 
