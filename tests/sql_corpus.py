@@ -2027,4 +2027,68 @@ QUERIES = [
                             "WHERE i.d < interval '1 mon 1 day' ORDER BY p.id"),
     ("ival_left_join", "SELECT i.id, i.d, o.amount FROM ivals i LEFT JOIN orders o ON o.person_id = i.id "
                        "AND o.ts > i.ts ORDER BY i.id, o.amount"),
+    # --- PostgreSQL's functions DuckDB lacks, as Materialize documents them (colmz.sql.pgfuncs):
+    # to_char's templates, date_bin, justify_*, quote_*, a null text of array_to_string /
+    # string_to_array, interval / number, time - time, interval::time; mzf_fail_* raise
+    # PostgreSQL's own message
+    ('mzf_to_char_orders', "SELECT id, to_char(ts, 'YYYY-MM-DD HH24:MI:SS.MS') AS a, "
+                           "to_char(ts, 'FMDay, FMDDth FMMonth YYYY') AS b, to_char(ts, 'HH12:MI am Q IW WW DDD') AS c "
+                           "FROM orders ORDER BY id"),
+    ('mzf_to_char_dates', "SELECT id, to_char(joined, 'Dy DD Mon YYYY') AS d, to_char(joined, 'IYYY-IW-ID J') AS i "
+                          "FROM people ORDER BY id"),
+    ('mzf_to_char_docs', "SELECT to_char(TIMESTAMP '2019-11-26 15:56:46', '\"Welcome\" to Mon, YYYY') AS a, "
+                         "to_char(TIMESTAMP '2019-11-01 15:56:46', 'Dth of Mon') AS b, "
+                         "to_char(TIMESTAMP '2019-11-26 15:56:46', 'Dy, Mon DD YYYY HH24:MI:SS +0000') AS c"),
+    ('mzf_to_char_nulls', "SELECT to_char(NULL::timestamp, 'YYYY') AS a, to_char(TIMESTAMP '2024-01-01', NULL) AS b, "
+                          "to_char(TIMESTAMP '2024-01-01', '') AS c, to_char(TIMESTAMP '2024-01-01', 'x\\\"YYYY\\\"') AS d"),
+    ('mzf_to_char_group', "SELECT to_char(ts, 'YYYY-MM') AS m, count(*) AS n FROM orders GROUP BY 1 ORDER BY 1"),
+    ('mzf_to_char_fields', "SELECT to_char(TIMESTAMP '2024-12-30 07:08:09.123456', "
+                           "'Y,YYY YYY YY Y CC RM rm MONTH month DAY day SSSS US FF3 PM p.m. W WW IDDD TZ OF') AS a"),
+    ('mzf_date_bin_orders', "SELECT id, date_bin(INTERVAL '15 minutes', ts, TIMESTAMP '2024-01-01') AS b FROM orders "
+                            "ORDER BY id"),
+    ('mzf_date_bin_docs', "SELECT date_bin('15 minutes', timestamp '2001-02-16 20:38:40', timestamp '2001-02-16 20:05:00') "
+                          "AS a, date_bin(INTERVAL '1 day 2 hours', TIMESTAMP '2024-01-01 10:00', "
+                          "TIMESTAMP '2024-03-01 00:00:07') AS b"),
+    ('mzf_date_bin_group', "SELECT date_bin(INTERVAL '1 day', ts, TIMESTAMP '2024-01-01 06:00') AS d, sum(amount) AS s "
+                           "FROM orders GROUP BY 1 ORDER BY 1"),
+    ('mzf_justify', "SELECT justify_hours(INTERVAL '27 hours')::text AS a, justify_days(INTERVAL '35 days')::text AS b, "
+                    "justify_interval(INTERVAL '1 month -1 hour')::text AS c, "
+                    "justify_hours(INTERVAL '-27 hours 10 minutes')::text AS d"),
+    ('mzf_justify_orders', "SELECT id, justify_hours(ts - TIMESTAMP '2024-01-01')::text AS j FROM orders ORDER BY id"),
+    ('mzf_interval_div', "SELECT (INTERVAL '1 hour' / 2)::text AS a, (INTERVAL '1 month' / 3)::text AS b, "
+                         "(INTERVAL '1 day 3 hours' / 2.5)::text AS c, (INTERVAL '-7 days' / 4)::text AS d"),
+    ('mzf_interval_div_column', "SELECT id, (INTERVAL '1 hour' / amount)::text AS p FROM orders ORDER BY id"),
+    ('mzf_quote', "SELECT quote_ident(name) AS i, quote_literal(name) AS l, quote_nullable(city) AS n FROM people "
+                  "ORDER BY id"),
+    ('mzf_quote_words', "SELECT quote_ident('select') AS a, quote_ident('user_id') AS b, quote_ident('Ab') AS c, "
+                        "quote_literal('a\\b') AS d, quote_literal(42) AS e, quote_nullable(NULL::text) AS f"),
+    ('mzf_array_to_string_null', "SELECT array_to_string(ARRAY['a', NULL, 'c'], ',', '*') AS a, "
+                                 "array_to_string(ARRAY[1, NULL, 3], '-', 'null') AS b, "
+                                 "array_to_string(ARRAY['x', NULL], ',', NULL) AS c"),
+    ('mzf_array_to_string_agg', "SELECT array_to_string(array_agg(city ORDER BY id), ', ', '?') AS c FROM people"),
+    ('mzf_string_to_array_null', "SELECT string_to_array('a,b,,c', ',', '') AS a, string_to_array('x-y-x', '-', 'x') AS b, "
+                                 "string_to_array('abc', NULL, 'b') AS c, string_to_array('a,b', ',', NULL) AS d"),
+    ('mzf_time_minus_time', "SELECT (TIME '10:00' - TIME '12:30')::text AS a, (TIME '23:59:59.5' - TIME '00:00')::text AS b"),
+    ('mzf_interval_to_time', "SELECT (INTERVAL '1 day 2 hours 3 minutes')::time AS a, (INTERVAL '-1 hour')::time AS b, "
+                             "CAST(INTERVAL '25 hours 30 seconds' AS time) AS c"),
+    ('mzf_interval_text_signs', "SELECT (INTERVAL '1 month' - INTERVAL '40 days')::text AS a, "
+                                "(INTERVAL '-1 day' + INTERVAL '3 hours')::text AS b"),
+    ('mzf_encode', "SELECT encode('abc'::bytea, 'hex') AS a, encode('\\x00ff5c'::bytea, 'escape') AS b, "
+                   "encode('hello world', 'base64') AS c, encode(decode(name, 'escape'), 'hex') AS d FROM people "
+                   "WHERE id < 3 ORDER BY id"),
+    ('mzf_decode', "SELECT decode('616263', 'hex') AS a, decode('aGVs bG8=', 'base64') AS b, decode('a\\000', 'escape') "
+                   "AS c, decode(NULL, 'hex') AS d, octet_length(decode('00ff', 'HEX')) AS e"),
+    ('mzf_bytea_length', "SELECT length(decode('00ff61', 'hex')) AS a, length('héllo') AS b, length(name) AS c, "
+                         "length(decode(NULL, 'hex')) AS d FROM people WHERE id = 1"),
+    ('mzf_to_char_zones', "SELECT to_char(TIMESTAMPTZ '2024-03-01 14:05:06+02', 'YYYY-MM-DD HH24:MI:SS TZ tz OF TZH:TZM') "
+                          "AS a, to_char(TIMESTAMP '2024-03-01 14:05:06', 'TZ|OF|TZH:TZM|FMOF') AS b, "
+                          "to_char(DATE '2024-03-01', 'TMMonth TMDay tmmon') AS c"),
+    ('mzf_fail_decode_hex', "SELECT decode('61x', 'hex') AS a"),
+    ('mzf_fail_decode_base64', "SELECT decode('Y===', 'base64') AS a"),
+    ('mzf_fail_encode_format', "SELECT encode('\\x00'::bytea, 'base32') AS a"),
+    ('mzf_fail_date_bin_month', "SELECT date_bin(INTERVAL '1 month', ts, TIMESTAMP '2024-01-01') AS b FROM orders"),
+    ('mzf_fail_date_bin_zero', "SELECT date_bin(INTERVAL '0 minutes', TIMESTAMP '2024-01-01 10:00', "
+                               "TIMESTAMP '2024-01-01') AS b"),
+    ('mzf_fail_interval_div_zero', "SELECT INTERVAL '1 hour' / 0 AS a"),
+    ('mzf_fail_justify_overflow', "SELECT justify_days(INTERVAL '2147483647 months 60 days') AS a"),
 ]

@@ -87,6 +87,7 @@ from colmz.sql.jsonb import (
     jsonb_load,
 )
 from colmz.sql.numeric import NUMERIC_IN
+from colmz.sql.pgfuncs import LENGTH
 from colmz.sql.transforms import (
     CALL_MACROS,
     CONCAT_BY_KIND,
@@ -127,7 +128,7 @@ _OPERATOR_CALLS = frozenset({JSONB_GET, JSONB_PATH, JSONB_EXISTS, JSONB_CONTAINS
 _EXISTS_MODES = {"one": "?", "any": "?|", "all": "?&"}
 #: Functions of text alone, by their name in translated text, with PostgreSQL's name.
 _TEXT_ONLY = {**{f: f for f in ("length", "char_length", "character_length", "md5", "reverse")},
-              **{CALL_MACROS[f]: f for f in ("octet_length", "upper", "lower")}}
+              **{CALL_MACROS[f]: f for f in ("octet_length", "upper", "lower")}, LENGTH: "length"}
 
 
 def jsonb_column_rules(text: str, relations: Relations) -> str:

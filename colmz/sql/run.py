@@ -21,7 +21,7 @@ import threading
 
 import pyarrow as pa
 
-from colmz.sql import jsonb
+from colmz.sql import jsonb, pgfuncs
 from colmz.sql.build import NOW_FORMS, now_value
 from colmz.sql.errors import SQLError, UnsupportedSQL
 from colmz.sql.floatcols import FLOAT_COLUMN_MACROS
@@ -97,15 +97,15 @@ def connect(external_access: bool = True):
         if not type(e).__module__.startswith(("duckdb", "_duckdb")):
             raise
     # what translated queries and colmz.sql.jsonb's rules call
-    for name, fn, args, result in FUNCTIONS + TRANSFORM_FUNCTIONS + jsonb.FUNCTIONS:
+    for name, fn, args, result in FUNCTIONS + TRANSFORM_FUNCTIONS + jsonb.FUNCTIONS + pgfuncs.FUNCTIONS:
         con.create_function(name, fn, list(args), result, type="arrow", side_effects=False)
-    for name, fn, args, result in TRANSFORM_NULL_FUNCTIONS + jsonb.NULL_FUNCTIONS:
+    for name, fn, args, result in TRANSFORM_NULL_FUNCTIONS + jsonb.NULL_FUNCTIONS + pgfuncs.NULL_FUNCTIONS:
         con.create_function(name, fn, list(args), result, type="arrow", side_effects=False,
                             null_handling="special")
     # (macro, its form for DuckDB before 1.4, which has no typed macro parameters)
-    macros = [*((m, None) for m in jsonb.MACROS), *TRANSFORM_TYPED_MACROS,
+    macros = [*((m, None) for m in jsonb.MACROS), *TRANSFORM_TYPED_MACROS, *pgfuncs.TYPED_MACROS,
               *((m, SUM_ARGUMENT_UNTYPED if SUM_ARGUMENT in m else None)
-                for m in MACROS + TRANSFORM_MACROS + FLOAT_COLUMN_MACROS)]
+                for m in MACROS + TRANSFORM_MACROS + FLOAT_COLUMN_MACROS + pgfuncs.MACROS)]
     for macro, untyped in macros:
         try:
             con.execute(macro)
@@ -215,7 +215,8 @@ _ERRORS = (
     # PostgreSQL's own errors, raised by colmz's macros (error()) or Python functions: their words.
     (_UDF_ERROR(r"(invalid input syntax for type [\w ]+: \".*\"|numeric field overflow|value overflows numeric "
                 r"format|null character not permitted|cannot cast jsonb \w+ to type [\w ]+"
-                r"|multidimensional arrays must have array expressions with matching dimensions)$"), SQLError,
+                r"|multidimensional arrays must have array expressions with matching dimensions|"
+                + pgfuncs.ERROR_MESSAGES + ")$"), SQLError,
      lambda m: m.group(1)),
     # DuckDB's binder error for translate's numeric cast of text (``x + CAST(0 AS DECIMAL(1,0))``)
     (re.compile(r"'\+\((VARCHAR|STRING_LITERAL), DECIMAL\(1,0\)\)'"), UnsupportedSQL,

@@ -16,7 +16,9 @@ node's span (as sqlglot's dialects map an expression class to its rendering):
   ``bool_and``, the math functions whose domain PostgreSQL checks, ``array_length``,
   ``array_upper``/``array_lower`` (of any dimension), ``cardinality``, ``array_remove``,
   ``octet_length``, ``upper``/``lower`` (the C locale's) are colmz's macros
-  (:data:`CALL_MACROS`), a third argument of ``array_to_string`` is refused, and so is
+  (:data:`CALL_MACROS`), a third argument of ``array_to_string``/``string_to_array`` is
+  :mod:`colmz.sql.pgfuncs`' form, as are ``to_char``, ``date_bin``, ``justify_*``,
+  ``quote_*``, ``interval / number``, ``time - time`` and ``interval::time``; refused is
   ``date_trunc`` to centuries or millennia (a unit that is not a literal when the query runs:
   :data:`DATE_TRUNC_UNIT`).
 * Arrays written as nested lists must be rectangular (PostgreSQL's error otherwise);
@@ -131,7 +133,7 @@ import struct
 from collections.abc import Callable, Iterator
 from decimal import Decimal
 
-from colmz.sql import jsonb
+from colmz.sql import jsonb, pgfuncs
 from colmz.sql.build import BYTEA_IN, RESERVED_PREFIX, identifier
 from colmz.sql.errors import SQLError, UnsupportedSQL
 from colmz.sql.jsonb import jsonb_dump as _jsonb_dump
@@ -484,9 +486,12 @@ def _generate_series(c: Call) -> str:
 
 
 def _third_argument(c: Call) -> str | None:
-    if len(c.arguments) == 3:
-        raise UnsupportedSQL(f"{c.name}() with a third argument (the text of NULL elements) is "
-                             "not supported by colmz (DuckDB has no such argument)")
+    # a third argument (the text of NULL elements): colmz.sql.pgfuncs' forms
+    if c.plain and len(c.arguments) == 3:
+        a, d, n = c.args
+        if c.name == "string_to_array":
+            return pgfuncs.string_to_array_null(f"{STRING_TO_ARRAY}({a}, {d})", n)
+        return f"{pgfuncs.ARRAY_TO_STRING_NULL}({a}, {d}, {n})"
     macro = {"string_to_array": STRING_TO_ARRAY, "array_to_string": ARRAY_TO_STRING}[c.name]
     return _macro(macro, 2)(c)
 
@@ -2634,6 +2639,9 @@ _when(("row",), _row_value, lambda e, w: w.item and _is_row(e), words=("row",))
 # (and ``::`` before one, read by may_transform)
 _when(_CASTS, _cast, lambda e, w: _is_cast(e, w.text) and not e.children[1].children
       and _type_text(e.children[1], w.text) in _CAST_TARGETS, words=("cast",))
+# interval / number, time - time, interval::time (colmz.sql.pgfuncs, with their triggers)
+for _keys, _rule, _applies, _words, _ops in pgfuncs.OPERATORS:
+    _when(_keys, _rule, lambda e, w, applies=_applies: applies(e, w.text), words=_words, ops=_ops)
 for _op, _rule in jsonb.OPERATORS.items():  # (a rule may give None: not jsonb)
     _when((_op,), _rule, lambda e, w: e.cls == "FUNCTION", ops=("@>", "<@", "@"))
 # jsonb - text (None for any other -)
@@ -2662,6 +2670,7 @@ CALLS: dict[str, Rule] = {
     # PostgreSQL's jsonb functions, initcap, regexp_match (colmz.sql.jsonb; its operators
     # are entries below, the looser chain of ``->`` _jsonb_arrow's)
     **jsonb.CALLS,
+    **pgfuncs.CALLS,  # PostgreSQL's functions DuckDB lacks: to_char, date_bin, justify_*, quote_*
 }
 
 

@@ -50,6 +50,7 @@ from colmz.sql.numeric import (
     float8_text,
     wide_decimal,
 )
+from colmz.sql.pgfuncs import INTERVAL_OUT
 from colmz.sql.tokens import (
     bracket_pairs,
     check_nesting,
@@ -587,13 +588,11 @@ ARRAY_DIMENSION_MACROS = (
 #: DOUBLE is refused) and of an average whose argument's type is the second argument
 #: (``MEAN_TEXT``); of a double (``FLOAT8_TEXT``, with :data:`FUNCTIONS`; a real's is
 #: the function ``FLOAT4_TEXT``).
-#: PostgreSQL's text of an interval from DuckDB's: months are ``mon(s)``, -1 of a unit is
-#: plural (``-1 days``), and a positive part right after a negative one is signed
-#: (``-1 days +02:00:00``), as PostgreSQL prints it.
+#: PostgreSQL's text of an interval (:func:`colmz.sql.pgfuncs.interval_text`: ``mon(s)``, ``-1 days``,
+#: ``-1 days +02:00:00``).
 INTERVAL_TEXT = RESERVED_PREFIX + "interval_text"
 TEXT_MACROS = (
-    f"CREATE OR REPLACE MACRO {INTERVAL_TEXT}(i) AS regexp_replace(regexp_replace(replace(CAST(i AS VARCHAR), "
-    "' month', ' mon'), '(-1 (year|mon|day))\\b', '\\1s', 'g'), '(-[0-9]+ [a-z]+ )([0-9])', '\\1+\\2', 'g')",
+    f"CREATE OR REPLACE MACRO {INTERVAL_TEXT}(i) AS {INTERVAL_OUT}(i)",
     f"CREATE OR REPLACE MACRO {FLOAT8_TEXT}(d) AS CASE WHEN abs(d) >= 9007199254740992 "
     f"AND abs(d) < 1e38 THEN {FLOAT8_TEXT_PY}(d) ELSE {_float_digits('d', 15)} END",
     _text_macro(ANY_TEXT, f"{FLOAT8_TEXT}(TRY_CAST(x AS DOUBLE))"),

@@ -186,7 +186,7 @@ CASES = [
     ("string_agg_null_delimiter", "SELECT string_agg(name, NULL) AS a FROM people WHERE id < 3", "match"),
     ("regexp_replace_global_empty_match", "SELECT regexp_replace('aaa', 'a*', 'X', 'g') AS a", "refused"),
     ("interval_text_signed_fields", "SELECT (interval '-1 day +1 hour')::text AS a", "refused"),
-    ("interval_to_time", "SELECT (interval '1 day')::time AS a", "refused"),
+    ("interval_to_time", "SELECT (interval '1 day')::time AS a, (interval '-1 hour')::time AS b", "match"),
     ("subquery_function_names", "SELECT upper, lower FROM (SELECT upper('a'), lower('B')) s", "match"),
     # (views reading a derived column by PostgreSQL's name plan without a Fallback, tested in
     # tests/colmz/dataflow/test_derived_names.py; a view of array_agg_dimensions falls back,

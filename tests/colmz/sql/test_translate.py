@@ -35,13 +35,13 @@ def test_arrow_types():
 
 
 @pytest.mark.parametrize("sql, named", [
-    ("SELECT to_char(ts, 'YYYY') FROM t", "to_char()"),
+    ("SELECT regexp_matches(v, 'Y') FROM t", "regexp_matches()"),
     ("SELECT format('%s', 1)", "format()"),
     ("SELECT row_to_json(t) FROM t", "row_to_json()"),
     ("SELECT jsonb_set(body, '{a}', '1') FROM t", "jsonb_set()"),
     ("SELECT body -> 'a' #>> '{b}' FROM t", "after jsonb's ->"),  # (body -> 'a') #>> ... in PostgreSQL
     ("SELECT id FROM t WHERE body -> 'a' ? 'k'", "after jsonb's ->"),
-    ("SELECT lpad(to_char(a, 'x'), 3) FROM t", "to_char()"),  # inside a rewritten call too
+    ("SELECT lpad(format(a, 'x'), 3) FROM t", "format()"),  # inside a rewritten call too
 ])
 def test_constructs_colmz_cannot_honour_are_refused_by_name(sql, named):
     with pytest.raises(UnsupportedSQL, match=re.escape(named)):
@@ -454,8 +454,8 @@ def test_the_token_pass_does_not_read_again_a_text_it_would_leave_unchanged():
     # texts with a mark still get the pass: mz_now(), sum's argument, refusals
     assert "__colmz_mz_now__" in translate("SELECT (v || '!') AS v FROM t WHERE ts < mz_now()")
     assert "__colmz_sum_arg" in translate("SELECT sum(k) || 'x' FROM t")
-    with pytest.raises(UnsupportedSQL, match="to_char"):
-        translate("SELECT to_char(v || 'x', 'x') FROM t")
+    with pytest.raises(UnsupportedSQL, match="format"):
+        translate("SELECT format(v || 'x', 'x') FROM t")
 
 
 

@@ -30,6 +30,8 @@ def run(sql: str):
     ("SELECT array_length('{}'::int[], 1) AS e, array_length(ARRAY[1, 2], 1) AS l", [(None, 2)]),
     ("SELECT * FROM (VALUES (1), (2.5)) v(x) ORDER BY 1", [(1, ), (2.5, )]),
     ("SELECT sum(x) AS s FROM (VALUES (1), (2), (3.5)) v(x)", [(6.5,)]),
+    ("SELECT array_to_string(ARRAY['a', NULL], ',', '*') AS a, string_to_array('a,b', ',', 'b') AS b, "
+     "quote_literal('x') AS q", [("a,*", ["a", None], "'x'")]),
 ])
 def test_answers_as_postgres(sql, rows):
     _, got = run(sql)
@@ -38,11 +40,10 @@ def test_answers_as_postgres(sql, rows):
 
 @pytest.mark.parametrize(("sql", "construct"), [
     ("SELECT 5 # 3", "the bitwise xor operator #"),
-    ("SELECT array_to_string(ARRAY['a', NULL], ',', '*')", r"array_to_string\(\) with a third argument"),
-    ("SELECT string_to_array('a,b', ',', 'b')", r"string_to_array\(\) with a third argument"),
     ("SELECT regexp_matches('a1', '[0-9]')", r"regexp_matches\(\)"),
-    ("SELECT quote_literal('x')", r"quote_literal\(\) is not supported by colmz \(DuckDB has no such function\)"),
-    ("SELECT INTERVAL '1 hour' / 2", r"/\(INTERVAL, INTEGER_LITERAL\) is not supported by colmz"),
+    ("SELECT regexp_count('a1', '[0-9]')", r"regexp_count\(\) is not supported by colmz \(DuckDB has no such function\)"),
+    # an interval whose type is not visible in the text (colmz.sql.pgfuncs divides a visible one)
+    ("SELECT i / 2 FROM (SELECT INTERVAL '1 hour' AS i) s", r"/\(INTERVAL, INTEGER_LITERAL\) is not supported by colmz"),
     ("SELECT s, sum(sum(x)) OVER () FROM (VALUES ('a', 1::bigint)) v(s, x) GROUP BY s",
      r"sum\(\) of an aggregate"),
     ("SELECT -1 << 2", "a left shift of a negative number"),

@@ -1,0 +1,867 @@
+"""PostgreSQL's functions that DuckDB lacks, as Materialize documents them, for translate.
+
+Each is PostgreSQL 15's own computation (``src/backend/utils/adt/formatting.c``,
+``timestamp.c``, ``quote.c``, ``arrayfuncs.c``), written over plain Python values so that it
+can be read beside the original and tested against PostgreSQL, then registered on every
+colmz connection over Arrow (:data:`FUNCTIONS`; :data:`NULL_FUNCTIONS` may give NULL for
+values) or written as a DuckDB macro (:data:`MACROS`; :data:`TYPED_MACROS` choose by their
+arguments' types when DuckDB binds the query). The rules (:data:`CALLS`, :data:`OPERATORS`) are entries of the table of
+transforms (:mod:`colmz.sql.transforms`): each gives the DuckDB text of one node's span.
+
+* ``to_char(timestamp | timestamptz | date, text)``: PostgreSQL's template patterns
+  (:func:`to_char`); a date is a ``timestamptz`` there (a date casts to one), read at UTC
+  as colmz's sessions are. ``to_char`` of a number or an interval (PostgreSQL has them,
+  Materialize does not) is refused by name when the query is bound.
+* ``date_bin(stride, source, origin)`` (:func:`date_bin`), ``justify_hours``,
+  ``justify_days``, ``justify_interval`` (:func:`justify_interval`), with PostgreSQL's
+  errors.
+* ``quote_ident``, ``quote_literal``, ``quote_nullable`` (:func:`quote_ident`,
+  :func:`quote_literal`): a name is quoted unless it is lower case letters, digits and
+  ``_`` not starting with a digit, and not one of PostgreSQL 15's keywords other than the
+  unreserved ones (:data:`PG_KEYWORDS`); ``quote_literal`` of a value other than text or an
+  integer is refused when the query is bound (PostgreSQL prints it with its type's output).
+* ``encode(bytea, format)`` and ``decode(text, format)`` (:func:`encode`, :func:`decode`):
+  ``hex``, ``base64``, ``escape``; a string literal given to ``encode`` is bytea's input text;
+  ``length`` of a bytea counts its bytes.
+* ``array_to_string(a, d, null_text)`` and ``string_to_array(s, d, null_text)``: NULL
+  elements printed as ``null_text``, elements equal to it read as NULL.
+* Operators on values visibly of a type (a typed literal such as ``INTERVAL '1 hour'``, a
+  cast, a call that returns one; a column's type is not known when the text is rewritten,
+  so ``i / 2`` of an interval column stays DuckDB's, which refuses it): ``interval / number``
+  (:func:`interval_div`: fractions of months and days cascade down as PostgreSQL's do),
+  ``time - time`` (an interval of microseconds), and a cast of an interval to ``time`` (its
+  time of day).
+* PostgreSQL's text of an interval (:func:`interval_text`, :data:`INTERVAL_OUT`), which
+  ``::text`` of an interval prints (:data:`colmz.sql.translate.INTERVAL_TEXT`).
+
+Invariant: every function here gives NULL for a NULL argument (PostgreSQL's functions are
+strict) and raises PostgreSQL's own message (:data:`ERROR_MESSAGES`, which
+:mod:`colmz.sql.run` turns into :class:`~colmz.sql.errors.SQLError`) where PostgreSQL raises.
+"""
+
+from __future__ import annotations
+
+import re
+
+from colmz.sql.build import BYTEA_IN, RESERVED_PREFIX
+
+__all__ = [
+    "ARRAY_TO_STRING_NULL",
+    "CALLS",
+    "ERROR_MESSAGES",
+    "FUNCTIONS",
+    "INTERVAL_OUT",
+    "MACROS",
+    "NULL_FUNCTIONS",
+    "OPERATORS",
+    "PG_KEYWORDS",
+    "TYPED_MACROS",
+    "date_bin",
+    "decode",
+    "encode",
+    "interval_div",
+    "interval_text",
+    "justify_days",
+    "justify_hours",
+    "justify_interval",
+    "quote_ident",
+    "quote_literal",
+    "string_to_array_null",
+    "to_char",
+]
+
+P = RESERVED_PREFIX
+USECS_PER_DAY = 86_400_000_000
+_INT32 = (-(2**31), 2**31 - 1)
+
+#: PostgreSQL's messages the functions here raise (a regular expression's alternatives).
+ERROR_MESSAGES = (r"stride must be greater than zero|timestamps cannot be binned into intervals containing "
+                  r"months or years|origin out of range|interval out of range|division by zero"
+                  r"|timestamp out of range|invalid hexadecimal digit: \".*\"|invalid hexadecimal data: odd number "
+                  r"of digits|invalid symbol \".*\" found while decoding base64 sequence|invalid base64 end sequence"
+                  r"|unexpected \"=\" while decoding base64 sequence|invalid input syntax for type bytea"
+                  r"|unrecognized encoding: \".*\"")
+
+
+# ----------------------------------------------------------------------------- calendar
+
+def civil(days: int) -> tuple[int, int, int]:
+    """The proleptic Gregorian ``(year, month, day)`` of ``days`` after 1970-01-01 (year 0
+    is 1 BC, as PostgreSQL's ``tm_year``).
+
+    >>> civil(0), civil(-1), civil(19723)
+    ((1970, 1, 1), (1969, 12, 31), (2024, 1, 1))
+    """
+    z = days + 719468
+    era = z // 146097
+    doe = z - era * 146097
+    yoe = (doe - doe // 1460 + doe // 36524 - doe // 146096) // 365
+    doy = doe - (365 * yoe + yoe // 4 - yoe // 100)
+    mp = (5 * doy + 2) // 153
+    d = doy - (153 * mp + 2) // 5 + 1
+    m = mp + 3 if mp < 10 else mp - 9
+    return yoe + era * 400 + (m <= 2), m, d
+
+
+def days_from_civil(y: int, m: int, d: int) -> int:
+    """The inverse of :func:`civil`.
+
+    >>> days_from_civil(2024, 1, 1)
+    19723
+    """
+    y -= m <= 2
+    era = y // 400
+    yoe = y - era * 400
+    doy = (153 * (m + (-3 if m > 2 else 9)) + 2) // 5 + d - 1
+    doe = yoe * 365 + yoe // 4 - yoe // 100 + doy
+    return era * 146097 + doe - 719468
+
+
+def _iso_week(days: int) -> tuple[int, int]:
+    # (ISO year, ISO week) of a day: the week's Thursday decides its year
+    isodow = (days + 3) % 7 + 1  # 1970-01-01 was a Thursday (4)
+    thursday = days - isodow + 4
+    y = civil(thursday)[0]
+    return y, (thursday - days_from_civil(y, 1, 1)) // 7 + 1
+
+
+# ----------------------------------------------------------------------------- to_char
+
+_MONTHS = ("January", "February", "March", "April", "May", "June", "July", "August", "September",
+           "October", "November", "December")
+_DAYS = ("Sunday", "Monday", "Tuesday", "Wednesday", "Thursday", "Friday", "Saturday")
+_ROMAN = ("I", "II", "III", "IV", "V", "VI", "VII", "VIII", "IX", "X", "XI", "XII")
+
+#: formatting.c's DCH keywords, longest first where one is the other's prefix (the order
+#: its index search tries them in); matched case-sensitively.
+_KEYWORDS = (
+    "A.D.", "A.M.", "AD", "AM", "B.C.", "BC", "CC", "DAY", "DDD", "DD", "DY", "Day", "Dy", "D",
+    "FF1", "FF2", "FF3", "FF4", "FF5", "FF6", "FX", "HH24", "HH12", "HH", "IDDD", "ID", "IW", "IYYY",
+    "IYY", "IY", "I", "J", "MI", "MM", "MONTH", "MON", "MS", "Month", "Mon", "OF", "P.M.", "PM", "Q",
+    "RM", "SSSSS", "SSSS", "SS", "TZH", "TZM", "TZ", "US", "WW", "W", "Y,YYY", "YYYY", "YYY", "YY", "Y",
+    "a.d.", "a.m.", "ad", "am", "b.c.", "bc", "cc", "day", "ddd", "dd", "dy", "d", "ff1", "ff2", "ff3",
+    "ff4", "ff5", "ff6", "fx", "hh24", "hh12", "hh", "iddd", "id", "iw", "iyyy", "iyy", "iy", "i", "j",
+    "mi", "mm", "month", "mon", "ms", "of", "p.m.", "pm", "q", "rm", "sssss", "ssss", "ss", "tzh",
+    "tzm", "tz", "us", "ww", "w", "y,yyy", "yyyy", "yyy", "yy", "y",
+)
+_BY_FIRST: dict[str, tuple[str, ...]] = {}
+for _k in _KEYWORDS:
+    _BY_FIRST[_k[0]] = (*_BY_FIRST.get(_k[0], ()), _k)
+
+
+def _template(fmt: str) -> list[tuple[str, str, bool, bool, str]]:
+    # formatting.c's parse_format for DCH: nodes (kind, text, fill mode, translation mode,
+    # ordinal suffix), kind "key" for a keyword and "char" for a character copied.
+    nodes, i, n = [], 0, len(fmt)
+    while i < n:
+        fm = tm = False
+        if fmt.startswith(("FM", "fm"), i):
+            fm, i = True, i + 2
+        elif fmt.startswith(("TM", "tm"), i):
+            tm, i = True, i + 2
+        if i >= n:
+            break
+        key = next((k for k in _BY_FIRST.get(fmt[i], ()) if fmt.startswith(k, i)), None)
+        if key is not None:
+            i += len(key)
+            th = ""
+            if fmt.startswith(("TH", "th", "SP"), i):
+                th, i = fmt[i : i + 2], i + 2
+            nodes.append(("key", key, fm, tm, th))
+        elif fmt[i] == '"':  # a quoted literal; a backslash quotes the next character
+            i += 1
+            while i < n:
+                if fmt[i] == '"':
+                    i += 1
+                    break
+                if fmt[i] == "\\" and i + 1 < n:
+                    i += 1
+                nodes.append(("char", fmt[i], False, False, ""))
+                i += 1
+        else:
+            if fmt[i] == "\\" and i + 1 < n and fmt[i + 1] == '"':
+                i += 1
+            nodes.append(("char", fmt[i], False, False, ""))
+            i += 1
+    return nodes
+
+
+def _ordinal(s: str, th: str) -> str:
+    # formatting.c's str_numth: the suffix of the number's last digit (teens take th)
+    last = "0" if len(s) > 1 and s[-2] == "1" else s[-1]
+    suffix = {"1": "st", "2": "nd", "3": "rd"}.get(last, "th")
+    return s + (suffix.upper() if th == "TH" else suffix)
+
+
+def _padded(v: int, width: int, fm: bool) -> str:
+    # C's "%0*d": zero-padded to width (the sign counting), none in fill mode
+    return str(v) if fm else f"{v:0{width}d}"
+
+
+def _cased(word: str, key: str) -> str:
+    # DAY / Day / day: the case of the keyword as written
+    return word.upper() if key.isupper() else word.lower() if key.islower() else word
+
+
+def to_char(micros: int, fmt: str, zone: str | None = None) -> str:
+    """PostgreSQL's ``to_char(timestamp, fmt)`` of the timestamp ``micros`` microseconds after
+    1970-01-01 00:00; ``zone`` the time zone's abbreviation of a ``timestamptz`` (``TZ``
+    prints it; ``None`` for a timestamp, whose ``TZ`` prints nothing). The offset is 0
+    (colmz's sessions are at UTC).
+
+    >>> to_char(1709301906_000000, 'YYYY-MM-DD HH24:MI:SS')
+    '2024-03-01 14:05:06'
+    >>> to_char(1709301906_000000, 'FMDay, FMDDth "of" FMMonth YYYY HH12 AM')
+    'Friday, 1st of March 2024 02 PM'
+    >>> to_char(1709301906_000000, 'Dy Mon IYYY-IW Q WW DDD J')
+    'Fri Mar 2024-09 1 09 061 2460371'
+    """
+    days, us = divmod(micros, USECS_PER_DAY)
+    y, mo, d = civil(days)
+    hour, rest = divmod(us, 3_600_000_000)
+    minute, rest = divmod(rest, 60_000_000)
+    sec, fsec = divmod(rest, 1_000_000)
+    wday = (days + 4) % 7
+    yday = days - days_from_civil(y, 1, 1) + 1
+    out = []
+    for kind, key, fm, tm, th in _template(fmt):
+        if kind == "char":
+            out.append(key)
+            continue
+        up = key.upper()
+        s = None  # a number's text, to which TH/th applies
+        if up in ("AM", "PM", "A.M.", "P.M."):
+            word = ("P" if hour >= 12 else "A") + ("." if "." in key else "") + "M" + ("." if "." in key else "")
+            out.append(word if key[0].isupper() else word.lower())
+        elif up in ("AD", "BC", "A.D.", "B.C."):
+            word = ("A" if y > 0 else "B") + ("." if "." in key else "") + ("D" if y > 0 else "C") \
+                + ("." if "." in key else "")
+            out.append(word if key[0].isupper() else word.lower())
+        elif up in ("HH", "HH12"):
+            s = _padded(hour % 12 or 12, 2, fm)
+        elif up == "HH24":
+            s = _padded(hour, 2, fm)
+        elif up == "MI":
+            s = _padded(minute, 2, fm)
+        elif up == "SS":
+            s = _padded(sec, 2, fm)
+        elif up == "MS":
+            s = f"{fsec // 1000:03d}"
+        elif up == "US":
+            s = f"{fsec:06d}"
+        elif up.startswith("FF"):
+            k = int(up[2])
+            s = f"{fsec // 10 ** (6 - k):0{k}d}"
+        elif up in ("SSSS", "SSSSS"):
+            s = str(hour * 3600 + minute * 60 + sec)
+        elif up == "TZ":
+            if zone is not None:
+                out.append(zone.lower() if key == "tz" else zone)
+        elif up == "TZH":
+            out.append("+00")
+        elif up == "TZM":
+            out.append("00")
+        elif up == "OF":
+            out.append("+0" if fm else "+00")
+        elif up in ("MONTH", "DAY"):
+            word = _cased((_MONTHS[mo - 1] if up == "MONTH" else _DAYS[wday]), key)
+            out.append(word if fm or tm else f"{word:<9}")
+        elif up in ("MON", "DY"):
+            out.append(_cased((_MONTHS[mo - 1] if up == "MON" else _DAYS[wday])[:3], key))
+        elif up == "MM":
+            s = _padded(mo, 2, fm)
+        elif up == "DDD":
+            s = _padded(yday, 3, fm)
+        elif up == "IDDD":
+            iy, iw = _iso_week(days)
+            s = _padded((iw - 1) * 7 + (days + 3) % 7 + 1, 3, fm)
+        elif up == "DD":
+            s = _padded(d, 2, fm)
+        elif up == "D":
+            s = str(wday + 1)
+        elif up == "ID":
+            s = str(wday or 7)
+        elif up == "WW":
+            s = _padded((yday - 1) // 7 + 1, 2, fm)
+        elif up == "IW":
+            s = _padded(_iso_week(days)[1], 2, fm)
+        elif up == "Q":
+            s = str((mo - 1) // 3 + 1)
+        elif up == "CC":
+            c = (y - 1) // 100 + 1 if y > 0 else -((-y) // 100) - 1
+            s = _padded(c, 2 if c >= 0 else 3, fm) if -99 <= c <= 99 else str(c)
+        elif up == "Y,YYY":
+            ay = y if y > 0 else 1 - y
+            s = f"{ay // 1000},{ay % 1000:03d}"
+        elif up in ("YYYY", "YYY", "YY", "Y", "IYYY", "IYY", "IY", "I"):
+            yy = _iso_week(days)[0] if up[0] == "I" else y
+            ay = yy if yy > 0 else 1 - yy
+            digits = len(up)
+            if digits == 4:
+                s = _padded(ay, 4, fm)
+            else:
+                s = _padded(ay % 10**digits, digits, fm) if digits > 1 else str(ay % 10)
+        elif up == "RM":
+            r = _ROMAN[mo - 1]
+            r = r if key == "RM" else r.lower()
+            out.append(r if fm else f"{r:<4}")
+        elif up == "W":
+            s = str((d - 1) // 7 + 1)
+        elif up == "J":
+            s = str(days + 2440588)
+        # FX: no output
+        if s is not None:
+            out.append(_ordinal(s, th) if th in ("TH", "th") else s)
+    return "".join(out)
+
+
+# ----------------------------------------------------------------------------- intervals
+
+def _int32(v: int) -> int:
+    if not _INT32[0] <= v <= _INT32[1]:
+        raise ValueError("interval out of range")
+    return v
+
+
+def _trunc_div(a: int, b: int) -> tuple[int, int]:
+    # C's integer division (toward zero) and its remainder
+    q = abs(a) // abs(b) * (1 if (a >= 0) == (b > 0) else -1)
+    return q, a - q * b
+
+
+def justify_hours(months: int, days: int, micros: int) -> tuple[int, int, int]:
+    """PostgreSQL's ``justify_hours``: whole days of the time part moved to the days.
+
+    >>> justify_hours(0, 0, 27 * 3_600_000_000)
+    (0, 1, 10800000000)
+    >>> justify_hours(0, 1, -3_600_000_000)
+    (0, 0, 82800000000)
+    """
+    whole, micros = _trunc_div(micros, USECS_PER_DAY)
+    days = _int32(days + whole)
+    if days > 0 and micros < 0:
+        micros, days = micros + USECS_PER_DAY, days - 1
+    elif days < 0 and micros > 0:
+        micros, days = micros - USECS_PER_DAY, days + 1
+    return months, days, micros
+
+
+def justify_days(months: int, days: int, micros: int) -> tuple[int, int, int]:
+    """PostgreSQL's ``justify_days``: every 30 days a month.
+
+    >>> justify_days(0, 35, 0), justify_days(1, -1, 0)
+    ((1, 5, 0), (0, 29, 0))
+    """
+    whole, days = _trunc_div(days, 30)
+    months = _int32(months + whole)
+    if months > 0 and days < 0:
+        days, months = days + 30, months - 1
+    elif months < 0 and days > 0:
+        days, months = days - 30, months + 1
+    return months, days, micros
+
+
+def justify_interval(months: int, days: int, micros: int) -> tuple[int, int, int]:
+    """PostgreSQL's ``justify_interval``: days from the time part, months from the days, the
+    signs of the three parts made one.
+
+    >>> justify_interval(1, -1, -3_600_000_000)
+    (0, 28, 82800000000)
+    """
+    if (days > 0 and micros > 0) or (days < 0 and micros < 0):  # (pre-justified: no overflow)
+        whole, days = _trunc_div(days, 30)
+        months = _int32(months + whole)
+    whole, micros = _trunc_div(micros, USECS_PER_DAY)
+    days = _int32(days + whole)
+    whole, days = _trunc_div(days, 30)
+    months = _int32(months + whole)
+    if months > 0 and (days < 0 or (days == 0 and micros < 0)):
+        days, months = days + 30, months - 1
+    elif months < 0 and (days > 0 or (days == 0 and micros > 0)):
+        days, months = days - 30, months + 1
+    if days > 0 and micros < 0:
+        micros, days = micros + USECS_PER_DAY, days - 1
+    elif days < 0 and micros > 0:
+        micros, days = micros - USECS_PER_DAY, days + 1
+    return months, days, micros
+
+
+def interval_text(months: int, days: int, micros: int) -> str:
+    """PostgreSQL's text of an interval (``IntervalStyle`` postgres): years, months and days
+    as words, a field after a negative one signed ``+`` when positive, the time as
+    ``[-]hh:mm:ss[.ffffff]``.
+
+    >>> interval_text(-1, 10, 3_600_000_000), interval_text(14, -1, 0), interval_text(0, 0, 0)
+    ('-1 mons +10 days 01:00:00', '1 year 2 mons -1 days', '00:00:00')
+    """
+    out, before = [], False
+    year, month = _trunc_div(months, 12)
+    for value, unit in ((year, "year"), (month, "mon"), (days, "day")):
+        if value:
+            out.append(f"{'+' if before and value > 0 else ''}{value} {unit}{'' if value == 1 else 's'}")
+            before = value < 0
+    if not out or micros:
+        sign = "-" if micros < 0 else "+" if before else ""
+        hours, rest = divmod(abs(micros), 3_600_000_000)
+        minutes, rest = divmod(rest, 60_000_000)
+        seconds, fraction = divmod(rest, 1_000_000)
+        time = f"{sign}{hours:02d}:{minutes:02d}:{seconds:02d}"
+        out.append(time + (f".{fraction:06d}".rstrip("0") if fraction else ""))
+    return " ".join(out)
+
+
+def _tsround(x: float) -> float:
+    return round(x * 1e6) / 1e6  # (round: C's rint, ties to even)
+
+
+def interval_div(months: int, days: int, micros: int, factor: float) -> tuple[int, int, int]:
+    """PostgreSQL 15's ``interval / float8``: each part divided, the fractions of months (as
+    30 days) and of days (as 24 hours) cascaded down, the microseconds rounded.
+
+    >>> interval_div(1, 0, 0, 2.0)
+    (0, 15, 0)
+    >>> interval_div(0, 1, 3_600_000_000, 2.0)
+    (0, 0, 45000000000)
+    """
+    import math
+
+    if factor == 0:
+        raise ValueError("division by zero")
+    if math.isnan(factor):
+        raise ValueError("interval out of range")
+    m = _int32(int(months / factor)) if math.isfinite(months / factor) else _int32(2**31)
+    dd = _int32(int(days / factor)) if math.isfinite(days / factor) else _int32(2**31)
+    month_days = _tsround((months / factor - m) * 30)
+    sec = _tsround((days / factor - dd + month_days - int(month_days)) * 86400)
+    if abs(sec) >= 86400:
+        dd += int(sec / 86400)
+        sec -= int(sec / 86400) * 86400
+    dd = _int32(dd + int(month_days))
+    t = round(micros / factor + sec * 1e6)
+    if not -(2**63) <= t < 2**63:
+        raise ValueError("interval out of range")
+    return m, dd, t
+
+
+def date_bin(stride: tuple[int, int, int], source: int, origin: int) -> int:
+    """PostgreSQL 15's ``date_bin(stride, source, origin)`` over microseconds: the start of
+    the bin of ``stride`` (no months) holding ``source``, bins aligned at ``origin``.
+
+    >>> date_bin((0, 0, 900_000_000), 1_000_000_000, 0)
+    900000000
+    >>> date_bin((0, 0, 900_000_000), -1, 0), date_bin((0, 0, 900_000_000), -900_000_000, 0)
+    (-900000000, -900000000)
+    """
+    months, days, micros = stride
+    if months:
+        raise ValueError("timestamps cannot be binned into intervals containing months or years")
+    step = days * USECS_PER_DAY + micros
+    if step <= 0:
+        raise ValueError("stride must be greater than zero")
+    diff = source - origin
+    return origin + diff - diff % step  # (Python's % floors: the bin's start, also before origin)
+
+
+# ----------------------------------------------------------------------------- quoting
+
+#: PostgreSQL 15's keywords other than the unreserved ones (``kwlist.h``): quote_ident
+#: quotes them.
+PG_KEYWORDS = frozenset("""
+all analyse analyze and any array as asc asymmetric authorization between bigint binary bit boolean
+both case cast char character check coalesce collate collation column concurrently constraint
+create cross current_catalog current_date current_role current_schema current_time
+current_timestamp current_user dec decimal default deferrable desc distinct do else end except
+exists extract false fetch float for foreign freeze from full grant greatest group grouping having
+ilike in initially inner inout int integer intersect interval into is isnull join lateral leading
+least left like limit localtime localtimestamp national natural nchar none normalize not notnull
+null nullif numeric offset on only or order out outer overlaps overlay placing position precision
+primary real references returning right row select session_user setof similar smallint some
+substring symmetric table tablesample then time timestamp to trailing treat trim true union unique
+user using values varchar variadic verbose when where window with xmlattributes xmlconcat
+xmlelement xmlexists xmlforest xmlnamespaces xmlparse xmlpi xmlroot xmlserialize xmltable
+""".split())  # noqa: SIM905 - kwlist.h's words as a paragraph
+_SAFE_NAME = re.compile(r"[a-z_][a-z0-9_]*")
+
+
+def quote_ident(name: str) -> str:
+    """PostgreSQL's ``quote_ident``: ``name`` in double quotes (inner ones doubled) unless it
+    reads as itself unquoted.
+
+    >>> quote_ident('abc'), quote_ident('a b'), quote_ident('Abc'), quote_ident('select')
+    ('abc', '"a b"', '"Abc"', '"select"')
+    """
+    if _SAFE_NAME.fullmatch(name) and name not in PG_KEYWORDS:
+        return name
+    return '"' + name.replace('"', '""') + '"'
+
+
+def quote_literal(text: str) -> str:
+    """PostgreSQL's ``quote_literal``: a string literal, ``E''`` when it holds a backslash
+    (doubled, as every quote).
+
+    >>> quote_literal("it's"), quote_literal('a\\\\b')
+    ("'it''s'", "E'a\\\\\\\\b'")
+    """
+    body = text.replace("'", "''").replace("\\", "\\\\")
+    return ("E'" if "\\" in text else "'") + body + "'"
+
+
+# ----------------------------------------------------------------------------- encode / decode
+
+_WHITESPACE = " \n\t\r"
+
+
+def _format(fmt: str) -> str:
+    f = fmt.lower()
+    if f not in ("hex", "base64", "escape"):
+        raise ValueError(f'unrecognized encoding: "{fmt}"')
+    return f
+
+
+def encode(data: bytes, fmt: str) -> str:
+    r"""PostgreSQL's ``encode(bytea, format)``: ``hex`` (lower case), ``base64`` (a line break
+    after every 76 characters) or ``escape`` (a zero byte, a high byte as ``\\ooo``, a
+    backslash doubled).
+
+    >>> encode(b'\x00a\\\xff', 'hex'), encode(b'\x00a\\\xff', 'escape'), encode(b'ab', 'BASE64')
+    ('00615cff', '\\000a\\\\\\377', 'YWI=')
+    """
+    import base64
+
+    f = _format(fmt)
+    if f == "hex":
+        return data.hex()
+    if f == "base64":
+        text = base64.b64encode(data).decode()
+        return "\n".join(text[i : i + 76] for i in range(0, len(text), 76))
+    return "".join(f"\\{b:03o}" if b == 0 or b >= 0x80 else "\\\\" if b == 0x5C else chr(b) for b in data)
+
+
+def decode(text: str, fmt: str) -> bytes:
+    r"""PostgreSQL's ``decode(text, format)``, the inverse of :func:`encode` (whitespace between
+    hex digit pairs and in base64 skipped), with PostgreSQL's errors.
+
+    >>> decode('61 62', 'hex'), decode('YW\nI=', 'base64'), decode('a\\000\\\\', 'escape')
+    (b'ab', b'ab', b'a\x00\\')
+    """
+    f = _format(fmt)
+    data = text.encode()
+    if f == "hex":
+        out, i = bytearray(), 0
+        while i < len(text):
+            if text[i] in _WHITESPACE:
+                i += 1
+                continue
+            pair = text[i : i + 2]
+            for ch in pair:
+                if ch not in "0123456789abcdefABCDEF":
+                    raise ValueError(f'invalid hexadecimal digit: "{ch}"')
+            if len(pair) < 2:
+                raise ValueError("invalid hexadecimal data: odd number of digits")
+            out.append(int(pair, 16))
+            i += 2
+        return bytes(out)
+    if f == "base64":
+        return _base64_decode(text)
+    out, i = bytearray(), 0
+    while i < len(data):
+        if data[i] != 0x5C:
+            out.append(data[i])
+            i += 1
+        elif data[i + 1 : i + 2] == b"\\":
+            out.append(0x5C)
+            i += 2
+        elif re.fullmatch(rb"[0-3][0-7][0-7]", data[i + 1 : i + 4]):
+            out.append(int(data[i + 1 : i + 4], 8))
+            i += 4
+        else:
+            raise ValueError("invalid input syntax for type bytea")
+    return bytes(out)
+
+
+_B64 = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/"
+
+
+def _base64_decode(text: str) -> bytes:
+    # encode.c's pg_base64_decode: whitespace skipped; "=" after two or three symbols of a
+    # group ends the data's length
+    out, acc, pos, end = bytearray(), 0, 0, 0
+    for ch in text:
+        if ch in _WHITESPACE:
+            continue
+        if ch == "=":
+            if end == 0:
+                if pos == 2:
+                    end = 1
+                elif pos == 3:
+                    end = 2
+                else:
+                    raise ValueError("unexpected \"=\" while decoding base64 sequence")
+            b = 0
+        else:  # (a symbol after the end is read: the groups after it keep the end's length)
+            b = _B64.find(ch)
+            if b < 0:
+                raise ValueError(f'invalid symbol "{ch}" found while decoding base64 sequence')
+        acc = (acc << 6) + b
+        pos += 1
+        if pos == 4:
+            out.append((acc >> 16) & 255)
+            if end == 0 or end > 1:
+                out.append((acc >> 8) & 255)
+            if end == 0 or end > 2:
+                out.append(acc & 255)
+            acc, pos = 0, 0
+    if pos != 0:
+        raise ValueError("invalid base64 end sequence")
+    return bytes(out)
+
+
+# ----------------------------------------------------------------------------- over Arrow
+
+def _arrow(fn, result: str, *types: str):
+    # An Arrow function over rows of Python values (NULL in, NULL out): (cols) -> array.
+    import pyarrow as pa
+
+    out_type = {"VARCHAR": pa.string(), "INTERVAL": pa.month_day_nano_interval(),
+                "TIMESTAMP": pa.timestamp("us"), "TIMESTAMPTZ": pa.timestamp("us", tz="UTC"),
+                "TIME": pa.time64("us"), "BLOB": pa.binary()}[result]
+
+    def read(col, t):
+        if t in ("TIMESTAMP", "TIMESTAMPTZ"):
+            return col.cast(pa.int64()).to_pylist()
+        if t == "INTERVAL":
+            return [None if v is None else (v.months, v.days, v.nanoseconds // 1000) for v in col.to_pylist()]
+        return col.to_pylist()
+
+    def write(v):
+        if v is None or result != "INTERVAL":
+            return v
+        return pa.MonthDayNano([v[0], v[1], v[2] * 1000])
+
+    def call(*cols):
+        rows = zip(*(read(c, t) for c, t in zip(cols, types)))
+        values = [None if any(a is None for a in r) else write(fn(*r)) for r in rows]
+        if result in ("TIMESTAMP", "TIMESTAMPTZ", "TIME"):
+            return pa.array(values, pa.time64("us") if result == "TIME" else pa.int64()).cast(out_type)
+        return pa.array(values, out_type)
+
+    return call
+
+
+_DUCK = {"TIMESTAMPTZ": "TIMESTAMP WITH TIME ZONE"}
+
+
+def _entry(name: str, fn, result: str, *types: str) -> tuple:
+    # (name, function over Arrow, argument types, result type) as colmz.sql.run registers them
+    arrow = _arrow(fn, result, *types)
+    over = {1: lambda a: arrow(a), 2: lambda a, b: arrow(a, b), 3: lambda a, b, c: arrow(a, b, c)}[len(types)]
+    return name, over, tuple(_DUCK.get(t, t) for t in types), _DUCK.get(result, result)
+
+
+def _infinite(micros: int) -> bool:
+    return abs(micros) >= 2**63 - 1  # DuckDB's infinity and -infinity
+
+
+def _to_char_ts(micros: int, fmt: str) -> str | None:
+    # (PostgreSQL's to_char of an infinity or with an empty template is NULL)
+    return None if _infinite(micros) or not fmt else to_char(micros, fmt)
+
+
+def _to_char_tz(micros: int, fmt: str) -> str | None:
+    return None if _infinite(micros) or not fmt else to_char(micros, fmt, "UTC")
+
+
+def _date_bin(stride, source: int, origin: int) -> int:
+    if _infinite(source):
+        return source
+    if _infinite(origin):
+        raise ValueError("origin out of range")
+    return date_bin(stride, source, origin)
+
+
+def _interval_time(iv) -> int:
+    import datetime
+
+    us = iv[2] % USECS_PER_DAY  # (the time part's time of day; months and days dropped)
+    return datetime.time(us // 3_600_000_000, us // 60_000_000 % 60, us // 1_000_000 % 60, us % 1_000_000)
+
+
+TO_CHAR = P + "to_char"
+_TO_CHAR_TS, _TO_CHAR_TZ = P + "to_char_ts", P + "to_char_tz"
+DATE_BIN = P + "date_bin"
+_DATE_BIN_TS, _DATE_BIN_TZ = P + "date_bin_ts", P + "date_bin_tz"
+JUSTIFY = {f: P + f for f in ("justify_hours", "justify_days", "justify_interval")}
+QUOTE_IDENT, QUOTE_LITERAL = P + "quote_ident", P + "quote_literal"
+_QUOTE_LITERAL_TEXT = P + "quote_literal_text"
+INTERVAL_DIV = P + "interval_div"
+INTERVAL_TIME = P + "interval_time"
+#: PostgreSQL's text of an interval (:func:`interval_text`).
+INTERVAL_OUT = P + "interval_out"
+ARRAY_TO_STRING_NULL = P + "array_to_string_null"
+ENCODE, DECODE = P + "encode", P + "decode"
+LENGTH = P + "length"
+_ENCODE_BYTES = P + "encode_bytes"
+
+#: Functions that may give NULL for values (to_char of an infinity or with an empty template):
+#: registered with DuckDB's special NULL handling (a NULL argument still gives NULL).
+NULL_FUNCTIONS = (
+    _entry(_TO_CHAR_TS, _to_char_ts, "VARCHAR", "TIMESTAMP", "VARCHAR"),
+    _entry(_TO_CHAR_TZ, _to_char_tz, "VARCHAR", "TIMESTAMPTZ", "VARCHAR"),
+)
+#: (name, function over Arrow, argument types, result type): registered on every colmz
+#: connection (:func:`colmz.sql.run.connect`); a NULL argument gives NULL.
+FUNCTIONS = (
+    _entry(_DATE_BIN_TS, _date_bin, "TIMESTAMP", "INTERVAL", "TIMESTAMP", "TIMESTAMP"),
+    _entry(_DATE_BIN_TZ, _date_bin, "TIMESTAMPTZ", "INTERVAL", "TIMESTAMPTZ", "TIMESTAMPTZ"),
+    *(_entry(P + f, lambda iv, f=fn: f(*iv), "INTERVAL", "INTERVAL")
+      for f, fn in (("justify_hours", justify_hours), ("justify_days", justify_days),
+                    ("justify_interval", justify_interval))),
+    _entry(QUOTE_IDENT, quote_ident, "VARCHAR", "VARCHAR"),
+    _entry(_QUOTE_LITERAL_TEXT, quote_literal, "VARCHAR", "VARCHAR"),
+    _entry(INTERVAL_DIV, lambda iv, f: interval_div(*iv, f), "INTERVAL", "INTERVAL", "DOUBLE"),
+    _entry(INTERVAL_TIME, _interval_time, "TIME", "INTERVAL"),
+    _entry(INTERVAL_OUT, lambda iv: interval_text(*iv), "VARCHAR", "INTERVAL"),
+    _entry(_ENCODE_BYTES, encode, "VARCHAR", "BLOB", "VARCHAR"),
+    _entry(DECODE, decode, "BLOB", "VARCHAR", "VARCHAR"),
+)
+
+_TO_CHAR_REFUSAL = ("to_char() of a number or an interval is not supported by colmz (Materialize formats "
+                    "timestamps only)")
+_QUOTE_REFUSAL = ("quote_literal() of a value other than text or an integer is not supported by colmz "
+                  "(PostgreSQL prints it with its type''s output function)")
+_INTEGERS = ("TINYINT", "SMALLINT", "INTEGER", "BIGINT")
+#: Macros choosing by their arguments' types (DuckDB 1.4 or later), each with its form for an
+#: older DuckDB: (macro, fallback).
+TYPED_MACROS = (
+    (f"CREATE OR REPLACE MACRO {TO_CHAR}(x TIMESTAMP, f) AS {_TO_CHAR_TS}(x, f), "
+     f"(x TIMESTAMP WITH TIME ZONE, f) AS {_TO_CHAR_TZ}(x, f), "
+     f"(x DATE, f) AS {_TO_CHAR_TZ}(CAST(x AS TIMESTAMP WITH TIME ZONE), f), "
+     f"(x, f) AS CAST(error('{_TO_CHAR_REFUSAL}') AS VARCHAR)",
+     f"CREATE OR REPLACE MACRO {TO_CHAR}(x, f) AS CAST(error('to_char() is not supported by colmz with "
+     "this DuckDB (DuckDB 1.4 or later can)') AS VARCHAR)"),
+    (f"CREATE OR REPLACE MACRO {DATE_BIN}(s, x TIMESTAMP, o) AS {_DATE_BIN_TS}(s, x, o), "
+     f"(s, x TIMESTAMP WITH TIME ZONE, o) AS "
+     f"{_DATE_BIN_TZ}(s, x, CAST(o AS TIMESTAMP WITH TIME ZONE)), "
+     f"(s, x DATE, o) AS {_DATE_BIN_TZ}(s, CAST(x AS TIMESTAMP WITH TIME ZONE), "
+     f"CAST(o AS TIMESTAMP WITH TIME ZONE)), (s, x, o) AS {_DATE_BIN_TS}(s, x, o)",
+     f"CREATE OR REPLACE MACRO {DATE_BIN}(s, x, o) AS {_DATE_BIN_TS}(s, x, o)"),
+    (f"CREATE OR REPLACE MACRO {ENCODE}(x BLOB, f) AS {_ENCODE_BYTES}(x, f), (x, f) AS CAST(error('encode() of "
+     "a value that is not bytea is not supported by colmz (PostgreSQL encodes bytea only)') AS VARCHAR)",
+     f"CREATE OR REPLACE MACRO {ENCODE}(x, f) AS {_ENCODE_BYTES}(x, f)"),
+    (f"CREATE OR REPLACE MACRO {LENGTH}(x BLOB) AS CAST(octet_length(x) AS INTEGER), (x) AS length(x)",
+     f"CREATE OR REPLACE MACRO {LENGTH}(x) AS length(x)"),
+    (f"CREATE OR REPLACE MACRO {QUOTE_LITERAL}(x VARCHAR) AS {_QUOTE_LITERAL_TEXT}(x), "
+     + "".join(f"(x {t}) AS {_QUOTE_LITERAL_TEXT}(CAST(x AS VARCHAR)), " for t in _INTEGERS)
+     + f"(x) AS CAST(error('{_QUOTE_REFUSAL}') AS VARCHAR)",
+     f"CREATE OR REPLACE MACRO {QUOTE_LITERAL}(x) AS {_QUOTE_LITERAL_TEXT}(CAST(x AS VARCHAR))"),
+)
+_ARRAY_TO_STRING = P + "array_to_string"  # (colmz.sql.transforms' two-argument form)
+_NUMERIC_ELEMENTS = ("array_to_string() of numeric elements is not supported by colmz (PostgreSQL prints "
+                     "each element''s own scale)")
+#: Untyped macros. ``array_to_string(a, d, n)`` prints each element as the two-argument form
+#: does (a boolean as t/f, a double by its shortest digits), a NULL one as ``n``; with a NULL
+#: ``n`` it is the two-argument form (NULL elements left out). ``string_to_array(s, d, n)``:
+#: elements equal to ``n`` are NULL (none when ``n`` is NULL).
+MACROS = (
+    f"CREATE OR REPLACE MACRO {ARRAY_TO_STRING_NULL}(a, d, n) AS CASE WHEN n IS NULL THEN "
+    f"{_ARRAY_TO_STRING}(a, d) WHEN typeof(a) = 'BOOLEAN[]' THEN "
+    "array_to_string([coalesce(left(CAST(x AS VARCHAR), 1), n) FOR x IN a], d) "
+    f"WHEN typeof(a) IN ('DOUBLE[]', 'FLOAT[]') THEN array_to_string([coalesce({P}text(x), n) FOR x IN a], d) "
+    f"WHEN typeof(a) LIKE 'DECIMAL%' THEN error('{_NUMERIC_ELEMENTS}') "
+    "ELSE array_to_string([coalesce(CAST(x AS VARCHAR), n) FOR x IN a], d) END",
+)
+
+
+def string_to_array_null(split: str, null_text: str) -> str:
+    """The DuckDB text of ``string_to_array(s, d, null_text)`` given ``split``, the text of
+    ``string_to_array(s, d)``: elements equal to ``null_text`` are NULL (none when it is
+    NULL)."""
+    return f"[CASE WHEN {P}x = ({null_text}) THEN NULL ELSE {P}x END FOR {P}x IN {split}]"
+
+
+
+
+# ----------------------------------------------------------------------------- rules
+
+def _type_of(e, text: str) -> str:
+    # The type a node visibly has ("" when not visible): a typed literal or a cast's type as
+    # written (lower case, words joined by one space), or what a call here returns.
+    if e.cls == "CAST" and len(e.children) == 2 and not text[e.start : e.start + 8].upper().startswith("TRY_CAST"):
+        t = e.children[1]
+        if t.children:
+            return ""
+        if t.start >= 0:
+            return " ".join(text[t.start : t.end].lower().split())
+        m = re.match(r"\s*(\w+)", text[e.start : e.end])  # (INTERVAL '1 hour': the type is not placed)
+        return m.group(1).lower() if m else ""
+    if e.cls == "FUNCTION" and len(e.name) == 1 and e.name[0].lower() in JUSTIFY:
+        return "interval"
+    return ""
+
+
+def _interval(e, text: str) -> bool:
+    return _type_of(e, text) == "interval"
+
+
+def _time(e, text: str) -> bool:
+    return _type_of(e, text) in ("time", "time without time zone")
+
+
+def _call(name: str, arity: tuple[int, ...]):
+    def rule(c):
+        if not c.plain or len(c.arguments) not in arity:
+            return None
+        return f"{name}({', '.join(c.args)})"
+    return rule
+
+
+def _divide(c):
+    # interval / number (a number's type is DuckDB's: a double, or refused when it binds)
+    left, right = c.node.children
+    return f"{INTERVAL_DIV}({c.text_of(left)}, CAST({c.text_of(right)} AS DOUBLE))"
+
+
+def _time_minus_time(c):
+    # PostgreSQL's time - time: an interval of microseconds, negative when the right is later
+    a, b = (c.text_of(k) for k in c.node.children)
+    return f"to_microseconds(epoch_us(CAST({a} AS TIME)) - epoch_us(CAST({b} AS TIME)))"
+
+
+def _interval_to_time(c):
+    return f"{INTERVAL_TIME}({c.text_of(c.node.children[0])})"
+
+
+def _encode(c):
+    # a string literal is bytea's input text (PostgreSQL's, not DuckDB's escapes)
+    if not c.plain or len(c.arguments) != 2:
+        return None
+    x, f = c.arguments
+    data = f"{BYTEA_IN}({c.text_of(x)})" if x.literal is not None and x.literal.kind == "STRING" else c.text_of(x)
+    return f"{ENCODE}({data}, {c.text_of(f)})"
+
+
+#: Function name as written -> rule (entries of :data:`colmz.sql.transforms.CALLS`).
+CALLS = {
+    "to_char": _call(TO_CHAR, (2,)),
+    "date_bin": _call(DATE_BIN, (3,)),
+    **{f: _call(m, (1,)) for f, m in JUSTIFY.items()},
+    "encode": _encode, "decode": _call(DECODE, (2,)), "length": _call(LENGTH, (1,)),
+    "quote_ident": _call(QUOTE_IDENT, (1,)),
+    "quote_literal": _call(QUOTE_LITERAL, (1,)),
+    "quote_nullable": lambda c: f"coalesce({_call(QUOTE_LITERAL, (1,))(c)}, 'NULL')"
+    if _call(QUOTE_LITERAL, (1,))(c) else None,
+}
+
+#: (node keys, rule, when(node, text), trigger words, trigger operators): the operator and
+#: cast entries of the table of transforms (a DuckDB operator's name, or ``CAST``). A text
+#: is read as a tree for them only when it holds a trigger (``/``; the word ``time``): an
+#: ``INTERVAL '2s'`` alone costs nothing.
+OPERATORS = (
+    (("/", "//"), _divide, lambda e, text: e.cls == "FUNCTION" and len(e.children) == 2
+     and _interval(e.children[0], text), (), ("/",)),
+    (("-",), _time_minus_time, lambda e, text: e.cls == "FUNCTION" and len(e.children) == 2
+     and _time(e.children[0], text) and _time(e.children[1], text), ("time",), ()),
+    (("CAST",), _interval_to_time, lambda e, text: _time(e, text) and _interval(e.children[0], text),
+     ("time",), ()),
+)
+
