@@ -290,10 +290,9 @@ def _kind(n: Expression, typer: Typer) -> str | None:
 def _column(n: Expression, scope) -> str | None:
     # the kind of ``n`` when it is a column reference, or translate's text of one
     # (``__colmz_text(j)``, ``CAST(j AS VARCHAR)``)
-    if n.cls == "FUNCTION" and n.name == (ANY_TEXT,) and len(n.children) == 1:
-        return _kind(n.children[0], scope)
-    if n.cls == "CAST" and len(n.children) == 2:
-        return _kind(n.children[0], scope)
+    if (n.cls == "FUNCTION" and n.name == (ANY_TEXT,) and len(n.children) == 1) or \
+            (n.cls == "CAST" and len(n.children) == 2):
+        n = n.children[0]
     return _kind(n, scope)
 
 
@@ -717,16 +716,13 @@ def _expression(e: Expression, scope, text: str, edits: list) -> None:
             # PostgreSQL casts neither to text implicitly (colmz holds both as text)
             raise SQLError(f"function {_TEXT_ONLY[fn.lower()]}({_json_kind(kids[0], scope)}) does not exist")
         elif fn == "+" and len(kids) == 2 and n.start >= 0 and text[kids[1].start:kids[1].end] == NUMERIC_CAST \
-                and _kind(kids[0], scope) == "text":
-            # x::numeric of a text column (translate's x + NUMERIC_CAST): read as numeric_in reads it
-            edits.append((n.start, n.end, f"{NUMERIC_IN}(CAST({text[kids[0].start:kids[0].end]} AS VARCHAR))"))
-            continue
-        elif fn == "+" and len(kids) == 2 and n.start >= 0 and text[kids[1].start:kids[1].end] == NUMERIC_CAST \
-                and _kind(kids[0], scope) == "jsonb":
-            # x::numeric of a jsonb column: its number's text (PostgreSQL's error for another
-            # value) read as numeric_in reads it, the value as written
-            edits.append((n.start, n.end, f"{NUMERIC_IN}({JSONB_SCALAR}(CAST({text[kids[0].start:kids[0].end]} "
-                                          "AS VARCHAR), 'numeric'))"))
+                and _kind(kids[0], scope) in ("text", "jsonb"):
+            # x::numeric of a text column (translate's x + NUMERIC_CAST): read as numeric_in
+            # reads it; of a jsonb column, its number's text so (PostgreSQL's error for another value)
+            x = f"CAST({text[kids[0].start:kids[0].end]} AS VARCHAR)"
+            if _kind(kids[0], scope) == "jsonb":
+                x = f"{JSONB_SCALAR}({x}, 'numeric')"
+            edits.append((n.start, n.end, f"{NUMERIC_IN}({x})"))
             continue
         elif fn in _OPERATOR_CALLS and kids and _column(kids[0], scope) == "text":
             raise SQLError(f"operator does not exist: {_operator(n, kids)}")

@@ -57,6 +57,7 @@ from colmz.sql.transforms import (
     NUMERIC_CAST,
     REAL_WIDEN,
     TYPE_SPELLINGS,
+    all_queries,
     float_kind,
     is_arith,
     table_refs,
@@ -361,15 +362,8 @@ _PG_NAMES = {"real": "real", "double": "double precision", "exact": "an exact nu
 def _reads(q: Query, name: str) -> bool:
     # whether ``q`` (its CTEs, branches, FROM items and subqueries too) names the relation
     # ``name`` (lower case) in a FROM: a recursive CTE's term reading the CTE itself
-    if any(_reads(s, name) for _, s in q.ctes) or any(_reads(c, name) for c in q.children):
-        return True
-    for t in table_refs(q):
-        if t.type == "BASE_TABLE" and len(t.name) == 1 and t.name[0].lower() == name:
-            return True
-        if t.subquery is not None and _reads(t.subquery, name):
-            return True
-    return any(isinstance(e, Expression) and any(n.subquery is not None and _reads(n.subquery, name) for n in e.walk())
-               for e in query_expressions(q))
+    return any(t.type == "BASE_TABLE" and len(t.name) == 1 and t.name[0].lower() == name
+               for d in all_queries(q) for t in table_refs(d))
 
 
 def common_kind(kinds: set[str | None]) -> str | None:
@@ -567,15 +561,11 @@ class Typer:
                     or name == "round_even" and len(e.children) == 2) \
                     and self.kind(e.children[0], pg) in ("real", "double"):
                 return "double"  # (round_even(x, 0): translate's round(x) of a float)
-            if is_arith(e):
-                kinds = [self.kind(c, pg) for c in e.children]
-                if not set(kinds) <= _NUMBERS:
+            if is_arith(e):  # the common type, but a real with an exact number is float48's double
+                kinds = {self.kind(c, pg) for c in e.children}
+                if not kinds <= _NUMBERS:
                     return None
-                if len(kinds) == 1:
-                    return kinds[0]
-                if "double" in kinds or ("real" in kinds and "exact" in kinds):
-                    return "double"
-                return "real" if "real" in kinds else "exact"
+                return "double" if {"real", "exact"} <= kinds else common_kind(kinds)
         # (jsonb by its own look, as the user writes it: ``->``, a jsonb function)
         return "jsonb" if e.start >= 0 and visibly_jsonb(e, self.text) else None
 
