@@ -104,6 +104,7 @@ from colmz.sql.typing_pass import (
     Resolver,
     Typer,
     branch_items,
+    case_results,
     common_kind,
     first_branch,
     output_name,
@@ -627,7 +628,7 @@ def _simple_case(n: Expression, typer: Typer, edits: list, stack: list) -> bool:
             _keyed(v, edits)
             stack.append(v)
     _keyed(x, edits)
-    stack.extend((x, *n.children[1::2], *(n.children[-1:] if len(n.children) % 2 else ())))
+    stack.extend((x, *case_results(n)))
     return True
 
 

@@ -66,9 +66,9 @@ from colmz.sql.tree import Expression, Query
 
 __all__ = [
     "DOUBLE_CALLS", "FLOAT_DIV", "SAME_TYPE_CALLS", "TYPE_TABLE", "Resolver", "Typer", "branch_items",
-    "common_kind", "cte_list_names", "derived_names", "first_branch", "numeric_cast", "output_name",
+    "case_results", "common_kind", "cte_list_names", "derived_names", "first_branch", "numeric_cast", "output_name",
     "query_expressions",
-    "type_kind", "window_arguments",
+    "type_kind", "untyped_literal", "window_arguments",
 ]
 
 #: ``x / y`` of a float ``x``: NaN when ``x`` is NaN and ``y`` zero (PostgreSQL's float8div
@@ -464,6 +464,17 @@ def _scalar(e: Expression, text: str) -> bool:
     return not e.children and text.startswith("(", e.start)
 
 
+def case_results(e: Expression) -> tuple[Expression, ...]:
+    """A CASE node's results: each THEN and the ELSE (an implicit ELSE, NULL, has no node)."""
+    return (*e.children[1::2], *(e.children[-1:] if len(e.children) % 2 else ()))
+
+
+def untyped_literal(e: Expression) -> bool:
+    """Whether ``e`` is a literal of unknown type (a string or NULL), which PostgreSQL types
+    by the values beside it."""
+    return e.cls == "CONSTANT" and e.literal is not None and e.literal.kind in ("STRING", "NULL_LITERAL")
+
+
 def numeric_cast(e: Expression, text: str) -> bool:
     # translate's ``x + NUMERIC_CAST``: PostgreSQL's ``x::numeric``
     return (e.cls == "FUNCTION" and e.name == ("+",) and len(e.children) == 2
@@ -536,8 +547,8 @@ class Typer:
             if not branches or any(len(b) != 1 for b in branches):
                 return None
             return common_kind({self.kind(b[0], pg) for b in branches})
-        if e.cls == "CASE":  # its results: each THEN and the ELSE (an implicit one is NULL)
-            return self.common((*e.children[1::2], *(e.children[-1:] if len(e.children) % 2 else ())), pg)
+        if e.cls == "CASE":
+            return self.common(case_results(e), pg)
         if e.cls == "FUNCTION" and len(e.name) == 1 and e.filter is None and not e.order_by \
                 and e.name[0].lower() in ("greatest", "least", "nullif"):
             return self.common(e.children[:1] if e.name[0].lower() == "nullif" else e.children, pg)
@@ -572,5 +583,4 @@ class Typer:
     def common(self, nodes, pg: bool) -> str | None:
         # PostgreSQL's common type of a CASE's, coalesce's, greatest's ... values (a NULL and
         # a string literal, of unknown type, take the others')
-        return common_kind({self.kind(n, pg) for n in nodes if not (
-            n.cls == "CONSTANT" and n.literal is not None and n.literal.kind in ("NULL_LITERAL", "STRING"))})
+        return common_kind({self.kind(n, pg) for n in nodes if not untyped_literal(n)})

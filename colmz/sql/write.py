@@ -43,6 +43,7 @@ from colmz.sql.errors import SQLError, UnsupportedSQL
 from colmz.sql.jsonb import TEXT_CALLS, TEXT_TYPE
 from colmz.sql.run import run_query
 from colmz.sql.tree import parse_tree
+from colmz.sql.typing_pass import case_results, untyped_literal
 from colmz.updates import SchemaError
 
 __all__ = ["VALUES_RELATION", "arity_message", "as_jsonb", "assign", "assignment_query", "coerce_literals",
@@ -339,13 +340,9 @@ def check_jsonb_values(query: str, targets: Sequence[str | None], text_columns: 
         if e.cls == "CASE" or (e.cls == "OPERATOR" and e.type == "OPERATOR_COALESCE"):
             # PostgreSQL resolves a CASE's or coalesce's results of untyped literals (and
             # text) to text (select_common_type: all unknown is text)
-            results = e.children if e.cls != "CASE" else \
-                (*e.children[1::2], *(e.children[-1:] if len(e.children) % 2 else ()))
-            return bool(results) and all(untyped(r) or text(r) for r in results)
+            results = e.children if e.cls != "CASE" else case_results(e)
+            return bool(results) and all(untyped_literal(r) or text(r) for r in results)
         return False
-
-    def untyped(e) -> bool:
-        return e.cls == "CONSTANT" and e.literal is not None and e.literal.kind in ("STRING", "NULL_LITERAL")
 
     for row in rows:
         for i, (e, target) in enumerate(zip(row, targets)):
