@@ -465,13 +465,24 @@ def _scalar(e: Expression, text: str) -> bool:
 
 
 def case_results(e: Expression) -> tuple[Expression, ...]:
-    """A CASE node's results: each THEN and the ELSE (an implicit ELSE, NULL, has no node)."""
+    """A CASE node's results: each THEN and the ELSE (an implicit ELSE, NULL, has no node).
+
+    >>> from colmz.sql.tree import parse_tree
+    >>> e = parse_tree("SELECT CASE WHEN a THEN 1 WHEN b THEN 2 ELSE 3 END")[0].items[0]
+    >>> [c.literal.text for c in case_results(e)]
+    ['1', '2', '3']
+    """
     return (*e.children[1::2], *(e.children[-1:] if len(e.children) % 2 else ()))
 
 
 def untyped_literal(e: Expression) -> bool:
     """Whether ``e`` is a literal of unknown type (a string or NULL), which PostgreSQL types
-    by the values beside it."""
+    by the values beside it.
+
+    >>> from colmz.sql.tree import parse_tree
+    >>> [untyped_literal(e) for e in parse_tree("SELECT 'x', NULL, 1, 'x'::text")[0].items]
+    [True, True, False, False]
+    """
     return e.cls == "CONSTANT" and e.literal is not None and e.literal.kind in ("STRING", "NULL_LITERAL")
 
 
