@@ -125,7 +125,11 @@ _ORDERING = {"COMPARE_LESSTHAN": "<", "COMPARE_GREATERTHAN": ">", "COMPARE_LESST
 _COMPARING = frozenset({*_EQUALITY, *_ORDERING, "COMPARE_DISTINCT_FROM", "COMPARE_NOT_DISTINCT_FROM",
                         "COMPARE_BETWEEN", "COMPARE_NOT_BETWEEN"})
 _OPERATOR_CALLS = frozenset({JSONB_GET, JSONB_PATH, JSONB_EXISTS, JSONB_CONTAINS})
-_EXISTS_MODES = {"one": "?", "any": "?|", "all": "?&"}
+#: PostgreSQL's jsonb operator each call of :data:`_OPERATOR_CALLS` is, by its name and its
+#: last argument's text (``->>`` is JSONB_GET's with ``true``; ``""``: any other).
+_OPERATOR_WORDS = {(JSONB_GET, ""): "->", (JSONB_GET, "true"): "->>", (JSONB_PATH, ""): "#>",
+                   (JSONB_PATH, "true"): "#>>", (JSONB_EXISTS, ""): "?", (JSONB_EXISTS, "any"): "?|",
+                   (JSONB_EXISTS, "all"): "?&", (JSONB_CONTAINS, ""): "@>"}
 #: Functions of text alone, by their name in translated text, with PostgreSQL's name.
 _TEXT_ONLY = {**{f: f for f in ("length", "char_length", "character_length", "md5", "reverse")},
               **{CALL_MACROS[f]: f for f in ("octet_length", "upper", "lower")}}
@@ -732,16 +736,8 @@ def _expression(e: Expression, scope, text: str, edits: list) -> None:
 
 def _operator(n: Expression, kids) -> str:
     # PostgreSQL's words for the jsonb operator translate made the call ``n`` of a text column
-    name = n.name[0]
     last = kids[-1].literal.text.lower() if kids[-1].literal is not None else ""
-    if name == JSONB_GET:
-        op = "->>" if last == "true" else "->"
-    elif name == JSONB_PATH:
-        op = "#>>" if last == "true" else "#>"
-    elif name == JSONB_EXISTS:
-        op = _EXISTS_MODES.get(last, "?")
-    else:
-        op = "@>"
+    op = _OPERATOR_WORDS.get((n.name[0], last)) or _OPERATOR_WORDS[n.name[0], ""]
     right = kids[1].children[0] if len(kids) > 1 and kids[1].cls == "CAST" and kids[1].children else None
     kind = "unknown" if right is not None and _string(right) is not None else (
         "integer" if right is not None and right.literal is not None and right.literal.kind == "INTEGER"
