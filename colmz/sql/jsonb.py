@@ -428,16 +428,16 @@ def _strip_nulls(v):
 
 def _pretty(v, depth: int) -> str:
     # PostgreSQL's jsonb_pretty: four spaces per level, an empty container as {} / []
+    if not isinstance(v, (dict, list)):
+        return jsonb_dump(v)
     pad, inner = "    " * depth, "    " * (depth + 1)
-    if isinstance(v, dict) and v:
+    if isinstance(v, dict):
         items = [inner + json.dumps(k, ensure_ascii=False) + ": " + _pretty(v[k], depth + 1)
                  for k in sorted(v, key=_sort_key)]
-        return "{\n" + ",\n".join(items) + "\n" + pad + "}"
-    if isinstance(v, list) and v:
-        return "[\n" + ",\n".join(inner + _pretty(x, depth + 1) for x in v) + "\n" + pad + "]"
-    if isinstance(v, (dict, list)):  # empty: still on two lines
-        return ("{\n" + pad + "}") if isinstance(v, dict) else ("[\n" + pad + "]")
-    return jsonb_dump(v)
+    else:
+        items = [inner + _pretty(x, depth + 1) for x in v]
+    ends = "{}" if isinstance(v, dict) else "[]"  # (an empty one still on two lines)
+    return ends[0] + "\n" + ",\n".join(items) + ("\n" if items else "") + pad + ends[1]
 
 
 def _delete(doc: str, key: str) -> str:
