@@ -378,12 +378,11 @@ class _Rules(Typer):
         if binary and (arith or (e.cls == "COMPARISON" and e.type in _COMPARE)):
             a, b = e.children
             ka, kb = self.kind(a), self.kind(b)
-            widen = {id(a): ka == "real" and kb == "exact" and self._float_column_under(a),
-                     id(b): kb == "real" and ka == "exact" and self._float_column_under(b)}
-            if any(widen.values()):
-                for c in (a, b):
-                    if widen[id(c)]:
-                        texts[id(c)] = f"CAST({self.child_text(c, texts)} AS DOUBLE)"
+            widened = [c for c, k, other in ((a, ka, kb), (b, kb, ka))
+                       if k == "real" and other == "exact" and self._float_column_under(c)]
+            for c in widened:
+                texts[id(c)] = f"CAST({self.child_text(c, texts)} AS DOUBLE)"
+            if widened:
                 body = self.splice(e, texts)
             if arith and e.name[0] in ("/", "//") and ka in ("real", "double") and not self.windows \
                     and self.per_group(e):

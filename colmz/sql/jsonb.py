@@ -64,6 +64,8 @@ __all__ = [
     "NULL_FUNCTIONS",
     "OPERATORS",
     "SPELLED",
+    "TEXT_CALLS",
+    "TEXT_TYPE",
     "arrow_entry",
     "initcap",
     "jsonb_contains",
@@ -218,16 +220,11 @@ def jsonb_typeof(doc: str) -> str:
     >>> [jsonb_typeof(x) for x in ('{}', '[1]', '"a"', '1.0', 'true', 'null')]
     ['object', 'array', 'string', 'number', 'boolean', 'null']
     """
-    v = jsonb_load(doc)
-    if isinstance(v, dict):
-        return "object"
-    if isinstance(v, list):
-        return "array"
-    if isinstance(v, str):
-        return "string"
-    if v is None:
-        return "null"
-    return "boolean" if isinstance(v, bool) else "number"
+    return _TYPE_NAMES.get(type(jsonb_load(doc)), "number")
+
+
+#: jsonb_typeof's name of each Python type jsonb_load reads a value as (a number: Decimal).
+_TYPE_NAMES = {dict: "object", list: "array", str: "string", type(None): "null", bool: "boolean"}
 
 
 def jsonb_scalar(doc: str, target: str) -> str:
@@ -431,16 +428,16 @@ def _strip_nulls(v):
 
 def _pretty(v, depth: int) -> str:
     # PostgreSQL's jsonb_pretty: four spaces per level, an empty container as {} / []
+    if not isinstance(v, (dict, list)):
+        return jsonb_dump(v)
     pad, inner = "    " * depth, "    " * (depth + 1)
-    if isinstance(v, dict) and v:
+    if isinstance(v, dict):
         items = [inner + json.dumps(k, ensure_ascii=False) + ": " + _pretty(v[k], depth + 1)
                  for k in sorted(v, key=_sort_key)]
-        return "{\n" + ",\n".join(items) + "\n" + pad + "}"
-    if isinstance(v, list) and v:
-        return "[\n" + ",\n".join(inner + _pretty(x, depth + 1) for x in v) + "\n" + pad + "]"
-    if isinstance(v, (dict, list)):  # empty: still on two lines
-        return ("{\n" + pad + "}") if isinstance(v, dict) else ("[\n" + pad + "]")
-    return jsonb_dump(v)
+    else:
+        items = [inner + _pretty(x, depth + 1) for x in v]
+    ends = "{}" if isinstance(v, dict) else "[]"  # (an empty one still on two lines)
+    return ends[0] + "\n" + ",\n".join(items) + ("\n" if items else "") + pad + ends[1]
 
 
 def _delete(doc: str, key: str) -> str:
@@ -701,11 +698,14 @@ def refuse_spelled(text: str) -> None:
 
 # ----------------------------------------------------------------------------- rules
 
-_TEXT_TYPES = frozenset({"text", "varchar", "string", "character varying", "char", "bpchar"})
-_TEXT_CALLS = frozenset({"upper", "lower", "concat", "concat_ws", "substr", "substring", "trim", "ltrim",
-                         "rtrim", "btrim", "replace", "lpad", "rpad", "left", "right", "repeat", "reverse",
-                         "split_part", "md5", "chr", "string_agg", "regexp_replace", "translate", "to_hex",
-                         "initcap", "||"})
+#: PostgreSQL's text types as a cast writes them (lower case, words joined by one space; a
+#: length allowed): a value cast to one is text.
+TEXT_TYPE = re.compile(r"(text|varchar|string|character varying|char|character|bpchar)(\s*\(\s*\d+\s*\))?")
+#: Calls whose result is text in PostgreSQL, whatever their arguments' types.
+TEXT_CALLS = frozenset({"upper", "lower", "concat", "concat_ws", "substr", "substring", "trim", "ltrim",
+                        "rtrim", "btrim", "replace", "lpad", "rpad", "left", "right", "repeat", "reverse",
+                        "split_part", "md5", "chr", "string_agg", "regexp_replace", "translate", "to_hex",
+                        "initcap", "format", "to_char", "||"})
 #: Calls whose result is jsonb (a value of theirs is kept as jsonb, not quoted).
 _JSONB_CALLS = frozenset({"to_jsonb", "jsonb_build_object", "jsonb_build_array", "jsonb_agg",
                           "jsonb_object_agg", "jsonb_strip_nulls", "jsonb_array_elements", "jsonb_extract_path",
@@ -723,14 +723,14 @@ def _visibly(node, text: str) -> str:
         return "text" if node.literal.kind == "STRING" else ""
     if node.cls == "CAST" and len(node.children) == 2:
         t = _type_of(node, text)
-        return "jsonb" if t in ("jsonb", "json") else "text" if t in _TEXT_TYPES else ""
+        return "jsonb" if t in ("jsonb", "json") else "text" if TEXT_TYPE.fullmatch(t) else ""
     if node.cls == "LAMBDA":
         return "jsonb"  # ->
     if node.cls == "FUNCTION" and len(node.name) == 1:
         n = node.name[0].lower()
         if n in _JSONB_CALLS:
             return "jsonb"
-        if n in _TEXT_CALLS or n in ("->>", "<<@@@"):
+        if n in TEXT_CALLS or n in ("->>", "<<@@@"):
             return "text"
     return ""
 
@@ -824,21 +824,17 @@ def _aggregate_parts(c) -> tuple[str, str] | None:
     return c.span_text(open_at + 1, first.start), c.span_text(last.end, c.node.end)
 
 
-def _agg_call(c):
-    if len(c.arguments) != 1 or c.arguments[0].start < 0:
-        return None
-    head, tail = _aggregate_parts(c)
-    x = _element(c.arguments[0], c.args[0], c.text)
-    return _as_jsonb(f"{JSONB_BUILD_ARRAY}(list({head}{x}{tail})")
-
-
-def _object_agg_call(c):
-    if len(c.arguments) != 2 or c.arguments[0].start < 0:
-        return None
-    head, tail = _aggregate_parts(c)
-    k, v = c.args
-    pair = f"[CAST({k} AS VARCHAR), {_element(c.arguments[1], v, c.text)}]"
-    return _as_jsonb(f"{JSONB_OBJECT_AGG}(list({head}{pair}{tail})")
+def _aggregate(builder: str, arity: int):
+    # jsonb_agg(value) and jsonb_object_agg(key, value): the list of the values (of [key,
+    # value] pairs) aggregated, built into one jsonb value
+    def rule(c):
+        if len(c.arguments) != arity or c.arguments[0].start < 0:
+            return None
+        head, tail = _aggregate_parts(c)
+        x = _element(c.arguments[-1], c.args[-1], c.text)
+        item = x if arity == 1 else f"[CAST({c.args[0]} AS VARCHAR), {x}]"
+        return _as_jsonb(f"{builder}(list({head}{item}{tail})")
+    return rule
 
 
 def _set_returning(kind: str):
@@ -912,7 +908,8 @@ CALLS = {
     "jsonb_strip_nulls": _unary(_as_jsonb(JSONB_STRIP_NULLS + "({})")),
     "jsonb_array_length": _unary(f"CAST({JSONB_ARRAY_LENGTH}({{}}) AS INTEGER)"),
     "jsonb_build_object": _build_object_call, "jsonb_build_array": _build_array_call,
-    "to_jsonb": _to_jsonb_call, "jsonb_agg": _agg_call, "jsonb_object_agg": _object_agg_call,
+    "to_jsonb": _to_jsonb_call, "jsonb_agg": _aggregate(JSONB_BUILD_ARRAY, 1),
+    "jsonb_object_agg": _aggregate(JSONB_OBJECT_AGG, 2),
     "jsonb_array_elements": _set_returning("elements"), "jsonb_array_elements_text": _set_returning("elements_text"),
     "jsonb_object_keys": _set_returning("keys"), "jsonb_each": _set_returning("each"),
     "jsonb_each_text": _set_returning("each"),

@@ -105,6 +105,7 @@ from colmz.sql.typing_pass import (
     Resolver,
     Typer,
     branch_items,
+    case_results,
     common_kind,
     first_branch,
     output_name,
@@ -125,7 +126,11 @@ _ORDERING = {"COMPARE_LESSTHAN": "<", "COMPARE_GREATERTHAN": ">", "COMPARE_LESST
 _COMPARING = frozenset({*_EQUALITY, *_ORDERING, "COMPARE_DISTINCT_FROM", "COMPARE_NOT_DISTINCT_FROM",
                         "COMPARE_BETWEEN", "COMPARE_NOT_BETWEEN"})
 _OPERATOR_CALLS = frozenset({JSONB_GET, JSONB_PATH, JSONB_EXISTS, JSONB_CONTAINS})
-_EXISTS_MODES = {"one": "?", "any": "?|", "all": "?&"}
+#: PostgreSQL's jsonb operator each call of :data:`_OPERATOR_CALLS` is, by its name and its
+#: last argument's text (``->>`` is JSONB_GET's with ``true``; ``""``: any other).
+_OPERATOR_WORDS = {(JSONB_GET, ""): "->", (JSONB_GET, "true"): "->>", (JSONB_PATH, ""): "#>",
+                   (JSONB_PATH, "true"): "#>>", (JSONB_EXISTS, ""): "?", (JSONB_EXISTS, "any"): "?|",
+                   (JSONB_EXISTS, "all"): "?&", (JSONB_CONTAINS, ""): "@>"}
 #: Functions of text alone, by their name in translated text, with PostgreSQL's name.
 _TEXT_ONLY = {**{f: f for f in ("length", "char_length", "character_length", "md5", "reverse")},
               **{CALL_MACROS[f]: f for f in ("octet_length", "upper", "lower")}, LENGTH: "length"}
@@ -291,10 +296,9 @@ def _kind(n: Expression, typer: Typer) -> str | None:
 def _column(n: Expression, scope) -> str | None:
     # the kind of ``n`` when it is a column reference, or translate's text of one
     # (``__colmz_text(j)``, ``CAST(j AS VARCHAR)``)
-    if n.cls == "FUNCTION" and n.name == (ANY_TEXT,) and len(n.children) == 1:
-        return _kind(n.children[0], scope)
-    if n.cls == "CAST" and len(n.children) == 2:
-        return _kind(n.children[0], scope)
+    if (n.cls == "FUNCTION" and n.name == (ANY_TEXT,) and len(n.children) == 1) or \
+            (n.cls == "CAST" and len(n.children) == 2):
+        n = n.children[0]
     return _kind(n, scope)
 
 
@@ -629,7 +633,7 @@ def _simple_case(n: Expression, typer: Typer, edits: list, stack: list) -> bool:
             _keyed(v, edits)
             stack.append(v)
     _keyed(x, edits)
-    stack.extend((x, *n.children[1::2], *(n.children[-1:] if len(n.children) % 2 else ())))
+    stack.extend((x, *case_results(n)))
     return True
 
 
@@ -718,16 +722,13 @@ def _expression(e: Expression, scope, text: str, edits: list) -> None:
             # PostgreSQL casts neither to text implicitly (colmz holds both as text)
             raise SQLError(f"function {_TEXT_ONLY[fn.lower()]}({_json_kind(kids[0], scope)}) does not exist")
         elif fn == "+" and len(kids) == 2 and n.start >= 0 and text[kids[1].start:kids[1].end] == NUMERIC_CAST \
-                and _kind(kids[0], scope) == "text":
-            # x::numeric of a text column (translate's x + NUMERIC_CAST): read as numeric_in reads it
-            edits.append((n.start, n.end, f"{NUMERIC_IN}(CAST({text[kids[0].start:kids[0].end]} AS VARCHAR))"))
-            continue
-        elif fn == "+" and len(kids) == 2 and n.start >= 0 and text[kids[1].start:kids[1].end] == NUMERIC_CAST \
-                and _kind(kids[0], scope) == "jsonb":
-            # x::numeric of a jsonb column: its number's text (PostgreSQL's error for another
-            # value) read as numeric_in reads it, the value as written
-            edits.append((n.start, n.end, f"{NUMERIC_IN}({JSONB_SCALAR}(CAST({text[kids[0].start:kids[0].end]} "
-                                          "AS VARCHAR), 'numeric'))"))
+                and _kind(kids[0], scope) in ("text", "jsonb"):
+            # x::numeric of a text column (translate's x + NUMERIC_CAST): read as numeric_in
+            # reads it; of a jsonb column, its number's text so (PostgreSQL's error for another value)
+            x = f"CAST({text[kids[0].start:kids[0].end]} AS VARCHAR)"
+            if _kind(kids[0], scope) == "jsonb":
+                x = f"{JSONB_SCALAR}({x}, 'numeric')"
+            edits.append((n.start, n.end, f"{NUMERIC_IN}({x})"))
             continue
         elif fn in _OPERATOR_CALLS and kids and _column(kids[0], scope) == "text":
             raise SQLError(f"operator does not exist: {_operator(n, kids)}")
@@ -736,16 +737,8 @@ def _expression(e: Expression, scope, text: str, edits: list) -> None:
 
 def _operator(n: Expression, kids) -> str:
     # PostgreSQL's words for the jsonb operator translate made the call ``n`` of a text column
-    name = n.name[0]
     last = kids[-1].literal.text.lower() if kids[-1].literal is not None else ""
-    if name == JSONB_GET:
-        op = "->>" if last == "true" else "->"
-    elif name == JSONB_PATH:
-        op = "#>>" if last == "true" else "#>"
-    elif name == JSONB_EXISTS:
-        op = _EXISTS_MODES.get(last, "?")
-    else:
-        op = "@>"
+    op = _OPERATOR_WORDS.get((n.name[0], last)) or _OPERATOR_WORDS[n.name[0], ""]
     right = kids[1].children[0] if len(kids) > 1 and kids[1].cls == "CAST" and kids[1].children else None
     kind = "unknown" if right is not None and _string(right) is not None else (
         "integer" if right is not None and right.literal is not None and right.literal.kind == "INTEGER"

@@ -645,36 +645,28 @@ def cast_rewrite(operand: str, target: str, numeric: bool = False) -> str | None
     toks = tokenize(operand)
     if _plain_number(toks) or (len(toks) == 1 and toks[0].upper == "NULL"):
         return None  # DuckDB reads 1.5 as DECIMAL (1e5 as DOUBLE: not plain), NULL as NULL
-    if target in _INT_TYPES:
-        return _pg_integer(operand, target) if _int_cast_checked(toks, target) else None
-    if target in _BOOL_TYPES:
+    cast_to = toks[-1].upper if len(toks) >= 3 and toks[-2].text == "::" else None  # the operand's own cast
+    int_call = toks[0].text in INT_MACROS.values() and _closing(toks, 1) == len(toks) - 1
+    if target in _INT_TYPES or target in _BOOL_TYPES:
         if len(toks) == 1 and toks[0].kind == "string" and toks[0].text.startswith("'"):
-            word = toks[0].text[1:-1].replace("''", "'").strip().lower()
-            if word in _PG_TRUE:
-                return "true"
-            if word in _PG_FALSE:
-                return "false"
-            raise SQLError(f"invalid input syntax for type boolean: {toks[0].text}")
-        if (len(toks) == 1 and toks[0].kind == "number") or (
-                len(toks) >= 3 and toks[-2].text == "::" and toks[-1].upper not in _TEXT_TYPES) or (
-                toks[0].text in INT_MACROS.values() and _closing(toks, 1) == len(toks) - 1):
+            return _pg_text_literal(toks[0].text, target)  # (checked here, as PostgreSQL reads it)
+        if (len(toks) == 1 and toks[0].kind == "number") or (cast_to is not None and cast_to not in _TEXT_TYPES) \
+                or (int_call and target in _BOOL_TYPES):
             return None  # a number, or a cast to a non-text type
-        return _pg_boolean(operand)
+        # text is read when it runs: an integer by its digits only (DuckDB rounds '2.5' to 3)
+        return f"{INT_MACROS[_INT_TYPES[target]]}({operand})" if target in _INT_TYPES else _pg_boolean(operand)
     if len(toks) == 1 and (toks[0].kind == "string" or (
             toks[0].kind == "number" and "e" not in toks[0].text.lower())):
         return None  # a literal's text (DuckDB reads 1.5 as DECIMAL, 1e5 as DOUBLE)
     if len(toks) == 2 and toks[0].upper in _TYPED_LITERALS and toks[1].kind == "string":
         return f"{INTERVAL_TEXT}({operand})" if toks[0].upper == "INTERVAL" else None
-    if len(toks) >= 3 and toks[-2].text == "::" and toks[-1].upper == "INTERVAL":
+    if cast_to == "INTERVAL":
         return f"{INTERVAL_TEXT}({operand})"
-    if toks[0].text in INT_MACROS.values() and _closing(toks, 1) == len(toks) - 1:
-        return None  # an integer's text is DuckDB's
-    if len(toks) >= 3 and toks[-2].text == "::":
-        if toks[-1].upper in _KEPT_TEXT_TYPES:
-            return None
-        kind = TYPE_SPELLINGS.get(toks[-1].upper.lower())
-        if kind in ("double precision", "real"):
-            return _double_text(operand, known="real" if kind == "real" else "double")
+    if int_call or cast_to in _KEPT_TEXT_TYPES:
+        return None  # an integer's text is DuckDB's, and so is that of a type kept
+    kind = TYPE_SPELLINGS.get(cast_to.lower()) if cast_to is not None else None
+    if kind in ("double precision", "real"):
+        return _double_text(operand, known="real" if kind == "real" else "double")
     if any(t.text.lower() == NUMERIC_IN for t in toks):
         # a numeric read from text: colmz's scale for it may be wider than PostgreSQL's
         operand = f"{NUMERIC_IN_GUARD}({operand})"
@@ -706,22 +698,19 @@ _INT_TEXT_MACROS = tuple(
     for name, macro in INT_MACROS.items())
 
 
-def _int_cast_checked(toks, target: str) -> bool:
-    # Whether the cast of ``toks`` to the integer ``target`` must check, when it runs, that
-    # text holds digits only (DuckDB rounds '2.5' to 3; PostgreSQL raises). A text literal
-    # is checked here (SQLError as PostgreSQL's); a number or a non-text cast needs nothing.
-    if len(toks) == 1 and toks[0].kind == "string" and toks[0].text.startswith("'"):
-        raw = toks[0].text[1:-1].replace("''", "'")
+def _pg_text_literal(literal: str, target: str) -> str | None:
+    # The string ``literal`` cast to the integer or boolean ``target`` as PostgreSQL reads
+    # it: digits only, blanks around them allowed (then DuckDB's cast, None); true/yes/on/1
+    # and false/no/off/0 (see _pg_boolean); else PostgreSQL's error
+    raw = literal[1:-1].replace("''", "'")
+    if target in _INT_TYPES:
         if not _INT_TEXT.fullmatch(raw):
             raise SQLError(f'invalid input syntax for type {_INT_TYPES[target]}: "{raw}"')
-        return False
-    return not (len(toks) == 1 and toks[0].kind == "number") and not (
-        len(toks) >= 3 and toks[-2].text == "::" and toks[-1].upper not in _TEXT_TYPES)
-
-
-def _pg_integer(x: str, target: str) -> str:
-    # PostgreSQL's reading of ``x`` as an integer of ``target`` (see INT_MACROS).
-    return f"{INT_MACROS[_INT_TYPES[target]]}({x})"
+        return None
+    word = raw.strip().lower()
+    if word in _PG_TRUE or word in _PG_FALSE:
+        return "true" if word in _PG_TRUE else "false"
+    raise SQLError(f"invalid input syntax for type boolean: {literal}")
 
 
 @short_text_cache(1024)

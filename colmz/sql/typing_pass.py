@@ -57,6 +57,7 @@ from colmz.sql.transforms import (
     NUMERIC_CAST,
     REAL_WIDEN,
     TYPE_SPELLINGS,
+    all_queries,
     float_kind,
     is_arith,
     table_refs,
@@ -65,9 +66,9 @@ from colmz.sql.tree import Expression, Query
 
 __all__ = [
     "DOUBLE_CALLS", "FLOAT_DIV", "SAME_TYPE_CALLS", "TYPE_TABLE", "Resolver", "Typer", "branch_items",
-    "common_kind", "cte_list_names", "derived_names", "first_branch", "numeric_cast", "output_name",
+    "case_results", "common_kind", "cte_list_names", "derived_names", "first_branch", "numeric_cast", "output_name",
     "query_expressions",
-    "type_kind", "window_arguments",
+    "type_kind", "untyped_literal", "window_arguments",
 ]
 
 #: ``x / y`` of a float ``x``: NaN when ``x`` is NaN and ``y`` zero (PostgreSQL's float8div
@@ -361,15 +362,8 @@ _PG_NAMES = {"real": "real", "double": "double precision", "exact": "an exact nu
 def _reads(q: Query, name: str) -> bool:
     # whether ``q`` (its CTEs, branches, FROM items and subqueries too) names the relation
     # ``name`` (lower case) in a FROM: a recursive CTE's term reading the CTE itself
-    if any(_reads(s, name) for _, s in q.ctes) or any(_reads(c, name) for c in q.children):
-        return True
-    for t in table_refs(q):
-        if t.type == "BASE_TABLE" and len(t.name) == 1 and t.name[0].lower() == name:
-            return True
-        if t.subquery is not None and _reads(t.subquery, name):
-            return True
-    return any(isinstance(e, Expression) and any(n.subquery is not None and _reads(n.subquery, name) for n in e.walk())
-               for e in query_expressions(q))
+    return any(t.type == "BASE_TABLE" and len(t.name) == 1 and t.name[0].lower() == name
+               for d in all_queries(q) for t in table_refs(d))
 
 
 def common_kind(kinds: set[str | None]) -> str | None:
@@ -470,6 +464,28 @@ def _scalar(e: Expression, text: str) -> bool:
     return not e.children and text.startswith("(", e.start)
 
 
+def case_results(e: Expression) -> tuple[Expression, ...]:
+    """A CASE node's results: each THEN and the ELSE (an implicit ELSE, NULL, has no node).
+
+    >>> from colmz.sql.tree import parse_tree
+    >>> e = parse_tree("SELECT CASE WHEN a THEN 1 WHEN b THEN 2 ELSE 3 END")[0].items[0]
+    >>> [c.literal.text for c in case_results(e)]
+    ['1', '2', '3']
+    """
+    return (*e.children[1::2], *(e.children[-1:] if len(e.children) % 2 else ()))
+
+
+def untyped_literal(e: Expression) -> bool:
+    """Whether ``e`` is a literal of unknown type (a string or NULL), which PostgreSQL types
+    by the values beside it.
+
+    >>> from colmz.sql.tree import parse_tree
+    >>> [untyped_literal(e) for e in parse_tree("SELECT 'x', NULL, 1, 'x'::text")[0].items]
+    [True, True, False, False]
+    """
+    return e.cls == "CONSTANT" and e.literal is not None and e.literal.kind in ("STRING", "NULL_LITERAL")
+
+
 def numeric_cast(e: Expression, text: str) -> bool:
     # translate's ``x + NUMERIC_CAST``: PostgreSQL's ``x::numeric``
     return (e.cls == "FUNCTION" and e.name == ("+",) and len(e.children) == 2
@@ -542,8 +558,8 @@ class Typer:
             if not branches or any(len(b) != 1 for b in branches):
                 return None
             return common_kind({self.kind(b[0], pg) for b in branches})
-        if e.cls == "CASE":  # its results: each THEN and the ELSE (an implicit one is NULL)
-            return self.common((*e.children[1::2], *(e.children[-1:] if len(e.children) % 2 else ())), pg)
+        if e.cls == "CASE":
+            return self.common(case_results(e), pg)
         if e.cls == "FUNCTION" and len(e.name) == 1 and e.filter is None and not e.order_by \
                 and e.name[0].lower() in ("greatest", "least", "nullif"):
             return self.common(e.children[:1] if e.name[0].lower() == "nullif" else e.children, pg)
@@ -567,20 +583,15 @@ class Typer:
                     or name == "round_even" and len(e.children) == 2) \
                     and self.kind(e.children[0], pg) in ("real", "double"):
                 return "double"  # (round_even(x, 0): translate's round(x) of a float)
-            if is_arith(e):
-                kinds = [self.kind(c, pg) for c in e.children]
-                if not set(kinds) <= _NUMBERS:
+            if is_arith(e):  # the common type, but a real with an exact number is float48's double
+                kinds = {self.kind(c, pg) for c in e.children}
+                if not kinds <= _NUMBERS:
                     return None
-                if len(kinds) == 1:
-                    return kinds[0]
-                if "double" in kinds or ("real" in kinds and "exact" in kinds):
-                    return "double"
-                return "real" if "real" in kinds else "exact"
+                return "double" if {"real", "exact"} <= kinds else common_kind(kinds)
         # (jsonb by its own look, as the user writes it: ``->``, a jsonb function)
         return "jsonb" if e.start >= 0 and visibly_jsonb(e, self.text) else None
 
     def common(self, nodes, pg: bool) -> str | None:
         # PostgreSQL's common type of a CASE's, coalesce's, greatest's ... values (a NULL and
         # a string literal, of unknown type, take the others')
-        return common_kind({self.kind(n, pg) for n in nodes if not (
-            n.cls == "CONSTANT" and n.literal is not None and n.literal.kind in ("NULL_LITERAL", "STRING"))})
+        return common_kind({self.kind(n, pg) for n in nodes if not untyped_literal(n)})

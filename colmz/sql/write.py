@@ -40,8 +40,10 @@ from colmz.order import ColumnSpec
 from colmz.sql.assign import arrow_assignment, assignment_select, duckdb_type
 from colmz.sql.build import RESERVED_PREFIX, cast_select, identifier, select_by_position
 from colmz.sql.errors import SQLError, UnsupportedSQL
+from colmz.sql.jsonb import TEXT_CALLS, TEXT_TYPE
 from colmz.sql.run import run_query
 from colmz.sql.tree import parse_tree
+from colmz.sql.typing_pass import case_results, untyped_literal
 from colmz.updates import SchemaError
 
 __all__ = ["VALUES_RELATION", "arity_message", "as_jsonb", "assign", "assignment_query", "coerce_literals",
@@ -282,13 +284,6 @@ def _is_text(t: pa.DataType) -> bool:
     return pa.types.is_string(t) or pa.types.is_large_string(t)
 
 
-#: Calls whose result is ``text`` in PostgreSQL (whatever their arguments' types).
-_TEXT_CALLS = frozenset({"upper", "lower", "concat", "concat_ws", "btrim", "trim", "ltrim", "rtrim", "substr",
-                         "substring", "replace", "lpad", "rpad", "repeat", "reverse", "left", "right",
-                         "initcap", "format", "md5", "to_char", "string_agg", "translate", "split_part"})
-_TEXT_TYPES = re.compile(r"(text|varchar|string|character varying|char|character|bpchar)(\s*\(\s*\d+\s*\))?")
-
-
 def check_jsonb_values(query: str, targets: Sequence[str | None], text_columns: frozenset[str],
                        jsonb_columns: frozenset[str], types: Sequence[str] = ()) -> None:
     """PostgreSQL's type error of an ``INSERT`` writing a ``text`` expression to a ``jsonb``
@@ -333,25 +328,21 @@ def check_jsonb_values(query: str, targets: Sequence[str | None], text_columns: 
 
     def text(e) -> bool:
         if e.cls == "CAST" and len(e.children) == 2 and e.children[1].start >= 0:
-            return _TEXT_TYPES.fullmatch(" ".join(query[e.children[1].start : e.children[1].end].lower().split())) \
+            return TEXT_TYPE.fullmatch(" ".join(query[e.children[1].start : e.children[1].end].lower().split())) \
                 is not None
         if e.cls == "FUNCTION" and len(e.name) == 1:
             if e.name[0] == "||":
                 return not any(jsonb(c) for c in e.children)
-            return e.name[0].lower() in _TEXT_CALLS
+            return e.name[0].lower() in TEXT_CALLS
         if e.cls == "COLUMN_REF" and e.name:
             n = e.name[-1].lower()
             return n in text_columns and n not in jsonb_columns
         if e.cls == "CASE" or (e.cls == "OPERATOR" and e.type == "OPERATOR_COALESCE"):
             # PostgreSQL resolves a CASE's or coalesce's results of untyped literals (and
             # text) to text (select_common_type: all unknown is text)
-            results = e.children if e.cls != "CASE" else \
-                (*e.children[1::2], *(e.children[-1:] if len(e.children) % 2 else ()))
-            return bool(results) and all(untyped(r) or text(r) for r in results)
+            results = e.children if e.cls != "CASE" else case_results(e)
+            return bool(results) and all(untyped_literal(r) or text(r) for r in results)
         return False
-
-    def untyped(e) -> bool:
-        return e.cls == "CONSTANT" and e.literal is not None and e.literal.kind in ("STRING", "NULL_LITERAL")
 
     for row in rows:
         for i, (e, target) in enumerate(zip(row, targets)):
