@@ -650,6 +650,26 @@ def _sum_of_real(c: Call) -> None:
                              "precision; DuckDB in double): cast the argument to float8")
 
 
+#: ``avg(x)`` of an interval in DuckDB divides the total by its own rules, not PostgreSQL's
+#: (interval_div: months to days at 30, days to seconds, each step rounded to microseconds):
+#: the macro passes any other value and is folded away when the query is bound, and of an
+#: interval takes the error branch when it runs (refused, as :mod:`colmz.sql.run` reads it).
+NOT_INTERVAL = RESERVED_PREFIX + "avg_not_interval"
+
+
+def _avg(c: Call) -> str | None:
+    # The argument (the first child in the text: FILTER, ORDER BY and OVER come after it)
+    # goes through NOT_INTERVAL; the rest of the call's span is kept as written.
+    if c.table:
+        return None
+    placed = [k for k in c.node.children if k.start >= 0]
+    if not placed:
+        return None
+    a = min(placed, key=lambda k: k.start)
+    n = c.node
+    return f"{c.span_text(n.start, a.start)}{NOT_INTERVAL}({c.text_of(a)}){c.span_text(a.end, n.end)}"
+
+
 def _real_mixed(c: Call) -> str:
     a, b = c.node.children
     real_a = _shows_real(a, c.text)
@@ -2666,7 +2686,7 @@ CALLS: dict[str, Rule] = {
     **dict.fromkeys(_POLYMORPHIC, _polymorphic),
     "array_agg": lambda c: _polymorphic(c) or _sorted_distinct(c),
     "pg_typeof": _refuse("pg_typeof() is not supported by colmz (DuckDB names its own types)"),
-    "sum": _sum_of_real, "concat": _concat_call, "concat_ws": _concat_call,
+    "sum": _sum_of_real, "concat": _concat_call, "concat_ws": _concat_call, "avg": _avg,
     # PostgreSQL's jsonb functions, initcap, regexp_match (colmz.sql.jsonb; its operators
     # are entries below, the looser chain of ``->`` _jsonb_arrow's)
     **jsonb.CALLS,

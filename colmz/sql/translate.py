@@ -64,6 +64,7 @@ from colmz.sql.tokens import (
 )
 from colmz.sql.transforms import (
     CHECKED_MATH,
+    NOT_INTERVAL,
     REAL_WIDEN,
     TYPE_SPELLINGS,
     Relations,
@@ -1076,6 +1077,9 @@ _POWER = ("(x, y) AS CASE WHEN x = 0 AND y < 0 THEN error('zero raised to a nega
 #: underflow answers 0). NaN passes through as in PostgreSQL. An argument appears more than
 #: once in a macro: a volatile one (``random()``) is evaluated more than once.
 MATH_MACROS = (
+    f"CREATE OR REPLACE MACRO {NOT_INTERVAL}(x) AS CASE WHEN typeof(x) = 'INTERVAL' THEN "
+    "error('avg() of an interval is not supported by colmz (PostgreSQL divides the total by "
+    "its own rounding of months, days and microseconds)') ELSE x END",
     *(f"CREATE OR REPLACE MACRO {CHECKED_MATH[f]}(x) AS CASE " + _LOG_DOMAIN.format(x="x") + f"ELSE {f}(x) END"
       for f in ("ln", "log10")),
     f"CREATE OR REPLACE MACRO {CHECKED_MATH['log']}(x) AS CASE " + _LOG_DOMAIN.format(x="x")
