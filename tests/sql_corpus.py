@@ -2027,6 +2027,9 @@ QUERIES = [
                             "WHERE i.d < interval '1 mon 1 day' ORDER BY p.id"),
     ("ival_left_join", "SELECT i.id, i.d, o.amount FROM ivals i LEFT JOIN orders o ON o.person_id = i.id "
                        "AND o.ts > i.ts ORDER BY i.id, o.amount"),
+    # avg of intervals: refused (DuckDB rounds the division otherwise than PostgreSQL)
+    ("ival_avg", "SELECT avg(d) AS a FROM ivals"),
+    ("ival_avg_window", "SELECT id, avg(d) OVER (ORDER BY id) AS a FROM ivals ORDER BY id"),
     # --- PostgreSQL's functions DuckDB lacks, as Materialize documents them (colmz.sql.pgfuncs):
     # to_char's templates, date_bin, justify_*, quote_*, a null text of array_to_string /
     # string_to_array, interval / number, time - time, interval::time; mzf_fail_* raise

@@ -83,6 +83,7 @@ import pyarrow as pa
 
 from colmz.collection import MemoryCollection
 from colmz.dataflow.plan import Plan, PlanError, TemporalFilter, plan, render
+from colmz.dataflow.plan_binding import Refused
 from colmz.dataflow.sink import ViewSink
 from colmz.dataflow.step import Clock, as_schema
 from colmz.dataflow.temporal import TemporalFilter as TemporalFilterOp
@@ -282,6 +283,8 @@ class MaintainedView:
         try:
             p = plan(query, checked, subquery_schema=typer, append_only=tuple(n for n in append_only if n in checked),
                      kinds=kinds)
+        except Refused:
+            raise
         except (PlanError, SQLError) as e:
             reasons.append(f"the planner cannot read the query ({e})")
         if p is not None:

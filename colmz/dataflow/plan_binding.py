@@ -6,7 +6,8 @@ Design
 :class:`Source`: an alias and its columns under the plan's names), as Materialize's name
 resolution does: qualified and unqualified names, ambiguity an error (:class:`PlanError`),
 ``*`` and ``t.*``. :class:`Unsupported` is raised inside the planner for a construct outside
-the incremental subset (the planner turns it into a ``Fallback`` naming it). The rest are
+the incremental subset (the planner turns it into a ``Fallback`` naming it); :class:`Refused`
+for one no path answers as PostgreSQL does. The rest are
 pure functions of the parse tree (``colmz.sql.tree``) or the text: conjuncts, correlation
 equalities, constants typed as a column, set-operation and ``WITH`` text, the types
 PostgreSQL gives native aggregates. Nothing here holds state.
@@ -34,10 +35,11 @@ from colmz.dataflow.render import (
     ACCUMULABLE,
     HIERARCHICAL,
 )
+from colmz.sql.errors import UnsupportedSQL
 from colmz.sql.tokens import tokenize
 from colmz.sql.tree import Expression, Query
 
-__all__ = ['COMPARE_OPS', 'FLIPPED', 'POSTGRES_TYPES', 'PlanError', 'SAFE_ORDER_AGGREGATES', 'SETOPS', 'SETOP_MODIFIERS', 'Scope', 'Source', 'Unsupported', 'aggregate_names', 'array_any', 'conjuncts', 'constant_of', 'correlation', 'has_grouping_sets', 'integer_versus_numeric', 'is_aggregate', 'is_now', 'leaves', 'native_typed', 'postgres_typed', 'reads_outside', 'setop_parts', 'unify', 'unique_names', 'untyped_aggregates', 'unparenthesized']
+__all__ = ['COMPARE_OPS', 'FLIPPED', 'POSTGRES_TYPES', 'PlanError', 'Refused', 'SAFE_ORDER_AGGREGATES', 'SETOPS', 'SETOP_MODIFIERS', 'Scope', 'Source', 'Unsupported', 'aggregate_names', 'array_any', 'conjuncts', 'constant_of', 'correlation', 'has_grouping_sets', 'integer_versus_numeric', 'is_aggregate', 'is_now', 'leaves', 'native_typed', 'postgres_typed', 'reads_outside', 'setop_parts', 'unify', 'unique_names', 'untyped_aggregates', 'unparenthesized']
 
 
 class PlanError(ValueError):
@@ -47,6 +49,11 @@ class PlanError(ValueError):
 
 class Unsupported(Exception):
     """Raised inside the planner: the construct is outside the incremental subset."""
+
+
+class Refused(UnsupportedSQL):
+    """Raised inside the planner: a construct neither the operators nor a recompute answer as
+    PostgreSQL does (the view is refused when it is created, not recomputed)."""
 
 
 # ---------------------------------------------------------------------------- binding

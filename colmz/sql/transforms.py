@@ -655,6 +655,8 @@ def _sum_of_real(c: Call) -> None:
 #: the macro passes any other value and is folded away when the query is bound, and of an
 #: interval takes the error branch when it runs (refused, as :mod:`colmz.sql.run` reads it).
 NOT_INTERVAL = RESERVED_PREFIX + "avg_not_interval"
+AVG_OF_INTERVAL = ("avg() of an interval is not supported by colmz (PostgreSQL divides the total by "
+                   "its own rounding of months, days and microseconds)")
 
 
 def _avg(c: Call) -> str | None:

@@ -63,6 +63,7 @@ from colmz.sql.tokens import (
     top_level,
 )
 from colmz.sql.transforms import (
+    AVG_OF_INTERVAL,
     CHECKED_MATH,
     NOT_INTERVAL,
     REAL_WIDEN,
@@ -1078,8 +1079,7 @@ _POWER = ("(x, y) AS CASE WHEN x = 0 AND y < 0 THEN error('zero raised to a nega
 #: once in a macro: a volatile one (``random()``) is evaluated more than once.
 MATH_MACROS = (
     f"CREATE OR REPLACE MACRO {NOT_INTERVAL}(x) AS CASE WHEN typeof(x) = 'INTERVAL' THEN "
-    "error('avg() of an interval is not supported by colmz (PostgreSQL divides the total by "
-    "its own rounding of months, days and microseconds)') ELSE x END",
+    f"error('{AVG_OF_INTERVAL}') ELSE x END",
     *(f"CREATE OR REPLACE MACRO {CHECKED_MATH[f]}(x) AS CASE " + _LOG_DOMAIN.format(x="x") + f"ELSE {f}(x) END"
       for f in ("ln", "log10")),
     f"CREATE OR REPLACE MACRO {CHECKED_MATH['log']}(x) AS CASE " + _LOG_DOMAIN.format(x="x")

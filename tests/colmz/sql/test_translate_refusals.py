@@ -28,6 +28,9 @@ def run(sql: str):
     ("SELECT '{1,2,3}'::int[] AS a, '{}'::int[] AS b, '{a, b}'::text[] AS c", [([1, 2, 3], [], ["a", "b"])]),
     ("SELECT 1 = ANY ('{}'::int[]) AS a, 2 = ANY ('{1,2}'::bigint[]) AS b", [(False, True)]),
     ("SELECT array_length('{}'::int[], 1) AS e, array_length(ARRAY[1, 2], 1) AS l", [(None, 2)]),
+    # avg of anything but an interval is DuckDB's (the guard folds away), and of no rows NULL
+    ("SELECT avg(x) AS a, avg(DISTINCT x) FILTER (WHERE x > 1) AS b FROM (VALUES (1), (2), (2)) v(x)", [(5 / 3, 2.0)]),
+    ("SELECT avg(x) AS a FROM (SELECT interval '1 day' WHERE false) v(x)", [(None,)]),
     ("SELECT * FROM (VALUES (1), (2.5)) v(x) ORDER BY 1", [(1, ), (2.5, )]),
     ("SELECT sum(x) AS s FROM (VALUES (1), (2), (3.5)) v(x)", [(6.5,)]),
     ("SELECT array_to_string(ARRAY['a', NULL], ',', '*') AS a, string_to_array('a,b', ',', 'b') AS b, "
@@ -51,6 +54,11 @@ def test_answers_as_postgres(sql, rows):
     ("SELECT * FROM (VALUES ('NaN'), (1.5)) v(x)", "a string literal beside decimal values"),
     ("SELECT * FROM (VALUES ('2024-01-01'), (DATE '2024-01-02')) v(d)", "a string literal beside date values"),
     ("SELECT x + 1 AS y FROM (VALUES ('1'), (2)) v(x)", "a string literal beside integer values"),
+    # DuckDB's avg of intervals rounds otherwise than PostgreSQL's interval_div
+    ("SELECT avg(x) AS a FROM (VALUES (interval '2 mon 1 day'), (interval '1 sec')) v(x)", r"avg\(\) of an interval"),
+    ("SELECT avg(DISTINCT x) FILTER (WHERE x > interval '0 sec') AS a FROM (VALUES (interval '1 day')) v(x)",
+     r"avg\(\) of an interval"),
+    ("SELECT avg(x) OVER (ORDER BY x) AS a FROM (VALUES (interval '1 day')) v(x)", r"avg\(\) of an interval"),
 ])
 def test_refused_by_name(sql, construct):
     with pytest.raises(UnsupportedSQL, match=construct):
