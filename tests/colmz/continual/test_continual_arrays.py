@@ -101,8 +101,7 @@ POOL = {
     "join": ("INSERT INTO ct SELECT i.k, f.a[1:2] FROM inp i JOIN ref f ON i.k = f.k",
              lambda i, r, o: (+1, _count((k, sl(b, 1, 2)) for k, _ in _each(i) for kk, b in _each(r) if k == kk)), True),
     "self": ("INSERT INTO ct SELECT c.k + 8, c.a[2:] FROM ct c WHERE c.k IN (SELECT k FROM inp)",
-             lambda i, r, o: (+1, Counter({(k + 8, sl(a, 2)): m for (k, a), m in o.items()
-                                           if k in {kk for kk, _ in i}})), True),
+             lambda i, r, o: (+1, _count((k + 8, sl(a, 2)) for k, a in _each(o) if k in {kk for kk, _ in i})), True),
     "del_keys": ("DELETE FROM ct WHERE k IN (SELECT k FROM inp WHERE a[1] IS NOT NULL)",
                  lambda i, r, o: (-1, _del(o, lambda row: row[0] in {k for k, a in i if sub(a, 1) is not None})), True),
     "del_first": ("DELETE FROM ct WHERE a[1] = 1",
