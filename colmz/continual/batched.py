@@ -9,8 +9,12 @@ machine, the time loop -- and asks this module for the statements' rows. Here:
 * :class:`TaskDuckDB` is one task's DuckDB side: its connection (``colmz.sql.session()``
   unless one is given), the names its collections are registered under
   (:func:`colmz.sql.relation_name`: DuckDB folds identifiers' case, so ``"T"`` and ``t``
-  would be one table), and the Arrow tables left registered between steps on a connection
-  of its own (:class:`RegisteredTables`).
+  would be one table), the array columns of its collections that every statement is
+  translated with (:func:`task_relations`: a slice or subscript of one is PostgreSQL's, as
+  in a catalog's queries), and the Arrow tables left registered between steps on a
+  connection of its own (:class:`RegisteredTables`). Every SQL text of a statement is
+  translated whole with them: a ``DELETE``'s predicate inside its ``SELECT * FROM output
+  WHERE (...)``, so the output's columns it names resolve to the output's.
 * :class:`CompiledStatement` is one statement ready to run: SQL translated and bound once,
   or a callable. :func:`infer_columns` and :func:`check_statements` run them once on empty
   tables at creation (the plan-time check).
@@ -34,12 +38,16 @@ from typing import TYPE_CHECKING
 import numpy as np
 import pyarrow as pa
 
+from colmz.dataflow.sqlmap import array_relations
 from colmz.frontier import MAX_TIME
 from colmz.ops import concat, consolidate
 from colmz.order import ColumnSpec
 from colmz.rows import at_time, conform, empty_table, expand, relation_rows, storable
 from colmz.sql import (
+    DEFAULT_DATABASE,
+    DEFAULT_SCHEMA,
     RESERVED_PREFIX,
+    QualifiedName,
     SQLError,
     bind_relations_as,
     check_expression,
@@ -47,6 +55,7 @@ from colmz.sql import (
     relation_name,
     relation_word,
     rename_like_postgres,
+    resolve_item,
     run_query,
     select_list_is_empty,
     select_where,
@@ -74,6 +83,7 @@ __all__ = [
     "evaluate_union",
     "infer_columns",
     "lift",
+    "task_relations",
     "union_query",
 ]
 
@@ -89,19 +99,53 @@ BATCH_ROWS_LINEAR = 1 << 17
 _RELATION = re.compile(re.escape(RESERVED_PREFIX) + r"r\d+")
 
 
+def task_relations(schemas) -> tuple:
+    """:func:`colmz.sql.translate`'s ``relations`` for a task's collections: ``schemas``
+    maps each collection's name (a ``str``, or a qualified name's parts) to its columns
+    (:class:`colmz.order.ColumnSpec`). A collection holding an array column is told under
+    every name a statement may write it by, as a catalog's queries tell theirs (its full name;
+    ``schema.item`` in the default database; its item in the default schema). A name two
+    collections fold to (DuckDB folds case: ``"T"`` and ``t``) tells neither's columns, so a
+    slice there is refused by name rather than read as the wrong one's.
+
+    >>> task_relations({"o": [ColumnSpec("a", pa.list_(pa.int64()))], "i": [ColumnSpec("k", pa.int64())]})
+    (('materialize.public.o', (('a', 'array'),)), ('public.o', (('a', 'array'),)), ('o', (('a', 'array'),)))
+    """
+    told: dict[str, tuple] = {}
+    folded: set[str] = set()
+    for name, schema in schemas.items():
+        q = name if isinstance(name, QualifiedName) else resolve_item(name)
+        names = [f"{q.database}.{q.schema}.{q.item}"]
+        if q.database == DEFAULT_DATABASE:
+            names.append(f"{q.schema}.{q.item}")
+            if q.schema == DEFAULT_SCHEMA:
+                names.append(q.item)
+        arrays = array_relations(q.item, ((c.name, c.type) for c in schema))
+        for n in (n.lower() for n in names):
+            if n in folded:
+                told.pop(n, None)  # a second collection of this name: neither is told
+            elif arrays:
+                told[n] = arrays[0][1]
+            folded.add(n)
+    return tuple(told.items())
+
+
 class TaskDuckDB:
-    """One continual task's DuckDB connection and the names its collections are registered
-    under: the output, the input, then the references, in that order.
+    """One continual task's DuckDB connection, the names its collections are registered
+    under (the output, the input, then the references, in that order) and the array columns
+    its statements are translated with (``relations``, from :func:`task_relations`).
 
     >>> d = TaskDuckDB(["seen", "events"])
     >>> d.registered_as
     {'seen': '__colmz_r0', 'events': '__colmz_r1'}
-    >>> d.bind("SELECT k FROM events")
+    >>> d.bind(d.translate("SELECT k FROM events"))
     'SELECT k FROM "__colmz_r1"'
     """
 
-    def __init__(self, names, connection=None):
+    def __init__(self, names, connection=None, relations: tuple = ()):
         self.registered_as = {n: relation_name(i) for i, n in enumerate(names)}
+        #: The array columns of the task's collections, for :func:`colmz.sql.translate`.
+        self.relations = relations
         self._con = connection
         #: A connection given by the caller (a catalog's) is shared: nothing stays registered.
         self.shared = connection is not None
@@ -113,6 +157,11 @@ class TaskDuckDB:
         if self._con is None:
             self._con = session()
         return self._con
+
+    def translate(self, sql: str) -> str:
+        """``sql`` translated (:func:`colmz.sql.translate`) told the collections' array
+        columns (a text of a task without arrays shares everyone's translation)."""
+        return translate(sql, self.relations) if self.relations else translate(sql)
 
     def bind(self, translated: str) -> str:
         """Translated SQL with the collections it names bound to their registered names."""
@@ -200,12 +249,14 @@ class CompiledStatement:
                     # into the task's (one or more) columns has too few expressions.
                     raise SchemaError(f"{self.label} query columns did not match: "
                                       f"{arity_message(0, 1)}")
-                self.sql = duck.bind(translate(q))
+                self.sql = duck.bind(duck.translate(q))
                 self.names = referenced_names(q)
             else:
                 if q:
                     check_expression(q, f"{self.label}: predicate")
-                self.sql = duck.bind(select_where(task_name, translate(q) if q else None))
+                # (the predicate translated inside its query: its columns are the output's)
+                rows = select_where(task_name, q or None)
+                self.sql = duck.bind(duck.translate(rows) if q else rows)
                 self.names = referenced_names(q or "") | {relation_word(task_name)}
         else:
             raise TypeError(f"body[{index}] must hold SQL text or a callable, got {type(q).__name__}")
@@ -394,7 +445,7 @@ def lift(task: ContinualTask) -> Lifted | None:
             # ``(columns) IN (subquery)``: the subquery per time, joined with the
             # candidates on the columns -- only the matching pairs are formed.
             lhs, sub = semi
-            queries.append(sql_lift.lifted_semijoin(task.duckdb.bind(translate(sub)), lhs, in_rel,
+            queries.append(sql_lift.lifted_semijoin(task.duckdb.bind(task.duckdb.translate(sub)), lhs, in_rel,
                                                     in_cols, b.now_form))
             continue
         quadratic = True

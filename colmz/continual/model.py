@@ -300,9 +300,16 @@ class ContinualTask:
         self.references = {k: as_collection(v, f"references[{k!r}]") for k, v in refs.items()}
         self.statements = statements
         self.snapshot = snapshot
+        # each relation's own columns (the output's when known)
+        schemas = {input_name: self.input.schema, **{k: v.schema for k, v in self.references.items()}}
+        if columns is not None or output is not None:
+            schemas[name] = schema_of(columns) if columns is not None else output.schema
         # Each collection a statement names is registered with DuckDB under a name of colmz's
-        # (DuckDB folds identifiers' case; "T" and t are two collections here).
-        self.duckdb = TaskDuckDB([name, input_name, *refs], connection)
+        # (DuckDB folds identifiers' case; "T" and t are two collections here); statements are
+        # translated told the collections' array columns. An output of columns not given is
+        # read only by a self-referencing task, whose columns are its input's (infer_columns).
+        self.duckdb = TaskDuckDB([name, input_name, *refs], connection, batched.task_relations(
+            {**schemas, name: schemas.get(name, self.input.schema)}))
         self.compiled = [self._compile(s, i) for i, s in enumerate(body)]
         # PostgreSQL's float rules that hang on column types (colmz.sql.floatcols), typed by
         # the columns of every relation a statement may read: the input, the references and
@@ -313,10 +320,7 @@ class ContinualTask:
         elif output is not None:
             read_schemas.extend(output.schema)
         kinds = frozenset((c.name.lower(), column_kind(c.type)) for c in read_schemas)
-        # each relation's own columns, by its registered name (the output's when known)
-        schemas = {input_name: self.input.schema, **{k: v.schema for k, v in self.references.items()}}
-        if columns is not None or output is not None:
-            schemas[name] = schema_of(columns) if columns is not None else output.schema
+        # each relation's own columns, by its registered name
         relations = tuple((self.duckdb.registered_as[k], tuple((c.name.lower(), column_kind(c.type)) for c in v))
                           for k, v in schemas.items())
         for b in self.compiled:

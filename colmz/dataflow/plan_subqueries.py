@@ -21,7 +21,11 @@ NULL one (no key) has the subquery's answer over no rows. A native aggregate rea
 typed as PostgreSQL's (:meth:`SubqueryLowering.typed_subquery` re-plans it as DuckDB's).
 Uncorrelated, ``EXISTS (subquery)`` as a value is a global count above zero and
 ``ARRAY(subquery)`` a global basic reduce of the subquery's rows (one row each, over no rows
-too: ``false`` and ``{}``).
+too: ``false`` and ``{}``); correlated, ``ARRAY(subquery)`` is a basic reduce of the subquery's
+rows by its keys (inner columns of its equalities, else the distinct outer keys) into one
+array each, left-joined back, ``{}`` for an outer row whose key has none
+(:meth:`SubqueryLowering.correlated_array`); forms it does not decorrelate (``LIMIT``,
+``DISTINCT``, aggregates inside, ...) are Unsupported naming the form.
 """
 
 from __future__ import annotations
@@ -751,7 +755,7 @@ class SubqueryLowering:
         if e.children:
             raise Unsupported(f"select item {text!r}: IN as a value")
         if self.text[e.start:e.end].lstrip().upper().startswith("ARRAY"):
-            return self.array_subquery(node, e)
+            return self.array_subquery(node, e, scope)
         constant = (sub is not None and sub.type == "SELECT_NODE" and sub.from_ is None and sub.where is None
                     and not sub.group_by and sub.having is None and not sub.modifiers and len(sub.items) == 1)
         shaped = constant or not (
@@ -795,14 +799,15 @@ class SubqueryLowering:
         flag = self.sql_segment(counts, (), [(f"{placeholder(0)} > 0", value)], [text])
         return Join(node.schema + flag.schema, (node, flag), "inner"), value
 
-    def array_subquery(self, node: Node, e: Expression) -> tuple[Node, str]:
+    def array_subquery(self, node: Node, e: Expression, scope: Scope | None = None) -> tuple[Node, str]:
         """An uncorrelated ``ARRAY(SELECT x FROM ... [ORDER BY ...])`` in the select list:
         ``node`` crossed with the one-row relation of the array, a global :class:`BasicReduce`
         over the subquery's rows (its order keys kept beside ``x``), recomputed by DuckDB
         when they change (Materialize's basic reduce: an array is not invertible). DuckDB's
         tree holds the subquery as ``SELECT <array_agg of column 1 by the hidden order
         columns> FROM (<the query, each ORDER BY key an extra hidden item>)``: that inner
-        query is what is planned."""
+        query is what is planned. Correlated (with ``scope`` the outer query's), it is
+        :meth:`correlated_array`."""
         text = self.span(e)
         sub = e.subquery
         inner = sub.from_.subquery if (sub is not None and sub.type == "SELECT_NODE" and sub.from_ is not None
@@ -810,19 +815,137 @@ class SubqueryLowering:
         if inner is None or sub.where is not None or sub.group_by or sub.having is not None or sub.modifiers:
             raise Unsupported(f"select item {text!r}: an ARRAY subquery of another shape than DuckDB's")
         orders = [o for m in inner.modifiers if m.type == "ORDER_MODIFIER" for o in m.orders]
-        rows = self.uncorrelated(inner, f"select item {text!r}", "a correlated ARRAY subquery",
-                                 f"ARRAY subquery {text!r}")
-        if len(rows.schema) != 1 + len(orders):
-            raise PlanError(f"subquery must return only one column ({text!r})")
-        value, *keys = (identifier(c.name) for c in rows.schema)
-        order = ", ".join(f"{k}{' DESC' if o.direction == 'DESCENDING' else ''}"
-                          f"{'' if o.nulls == 'ORDER_DEFAULT' else ' ' + o.nulls}" for k, o in zip(keys, orders))
+        try:
+            rows = self.query(inner)
+        except PlanError as err:
+            if scope is None:
+                raise Unsupported(f"select item {text!r}: {err} (a correlated ARRAY subquery without an "
+                                  "outer FROM)") from None
+            return self.correlated_array(node, scope, e, inner, orders, err)
+        if isinstance(rows, Fallback):
+            raise Unsupported(f"ARRAY subquery {text!r}: {rows.reason}")
         name = self.fresh("array")
+        value, order = self.array_order(rows.schema, orders, text)
         sql = (f"SELECT ARRAY(SELECT {value} FROM {INPUT_RELATION}{' ORDER BY ' + order if order else ''}) "
                f"AS {identifier(name)}")
         translated = self.checked_sql(sql, rows.schema, (), f"ARRAY subquery {text!r}")
         one = BasicReduce(output_schema(rows.schema, translated), rows, (), ((name, text),), translated)
         return Join(node.schema + one.schema, (node, one), "inner"), name
+
+    @staticmethod
+    def ordinal(order) -> bool:
+        """Whether an ``ORDER BY`` key of an ARRAY subquery is a position (``ORDER BY 1``, the
+        value's): DuckDB adds a hidden item for every other key."""
+        lit = order.expression.literal
+        return order.expression.cls == "CONSTANT" and lit is not None and lit.kind == "INTEGER"
+
+    def array_order(self, columns, orders, text: str) -> tuple[str, str]:
+        """An ARRAY subquery's value (the first of ``columns``, its planned rows') and its
+        order (``""``: none), as SQL: each of ``orders`` by its hidden order column (the
+        others of ``columns``, in order) or, a position, by the value, with its direction and
+        NULLs' place."""
+        value, *hidden = (identifier(c.name) for c in columns)
+        if len(hidden) != sum(not self.ordinal(o) for o in orders):
+            raise PlanError(f"subquery must return only one column ({text!r})")
+        keys = iter(hidden)
+        out = []
+        for o in orders:
+            if self.ordinal(o) and o.expression.literal.value != 1:
+                raise PlanError(f"ORDER BY position {o.expression.literal.value} is not in select list ({text!r})")
+            out.append(f"{value if self.ordinal(o) else next(keys)}{' DESC' if o.direction == 'DESCENDING' else ''}"
+                       f"{'' if o.nulls == 'ORDER_DEFAULT' else ' ' + o.nulls}")
+        return value, ", ".join(out)
+
+    def correlated_array(self, node: Node, scope: Scope, e: Expression, inner: Query, orders,
+                         err: PlanError) -> tuple[Node, str]:
+        """``ARRAY(SELECT x FROM ... WHERE inner.k = outer.k ... [ORDER BY ...])`` correlated by
+        equalities of inner and outer columns, decorrelated as :meth:`correlated_aggregate`
+        is: the subquery's rows (its other conditions kept, its keys beside ``x`` and the
+        order keys) grouped by the inner key columns into one array per key, and ``node``
+        left-joined with them on the outer columns (:meth:`joined_arrays`). Correlated other
+        than by equalities of columns alone (``inner.v > outer.k``), the subquery is computed
+        per distinct outer key instead (:meth:`keyed_subquery`), then grouped and joined
+        alike. A one-row change of the subquery's input recomputes the arrays of the keys it
+        falls in and re-joins the outer rows of those keys; one of the outer input, one row
+        (and, keyed, its key's array when the key is new). Forms kept out are refused by
+        name: ``LIMIT`` or ``OFFSET``, ``DISTINCT``, ``GROUP BY``, aggregates or window
+        functions, ``WITH`` or set operations inside, and a correlation the keys cannot
+        carry (:meth:`outer_references`)."""
+        text = self.span(e)
+        what = f"select item {text!r}: {err} (a correlated ARRAY subquery"
+        mods = {m.type for m in inner.modifiers} - {"ORDER_MODIFIER"}
+        if inner.type != "SELECT_NODE" or inner.from_ is None:
+            raise Unsupported(f"{what} of a set operation or without FROM)")
+        if "LIMIT_MODIFIER" in mods or "LIMIT_PERCENT_MODIFIER" in mods:
+            raise Unsupported(f"{what} with LIMIT or OFFSET)")
+        if mods:
+            raise Unsupported(f"{what} with DISTINCT)")
+        if inner.ctes:
+            raise Unsupported(f"{what} with its own WITH)")
+        if (inner.group_by or inner.having is not None or inner.qualify is not None
+                or any(is_aggregate(x) or x.cls == "WINDOW" for i in inner.items for x in i.walk())):
+            raise Unsupported(f"{what} with GROUP BY, aggregates or window functions)")
+        width = 1 + sum(not self.ordinal(o) for o in orders)
+        _, sources, _ = self.table(inner.from_)
+        pairs, local = correlation(inner.where, Scope(sources), scope)
+        rows = None
+        if pairs:
+            where = None
+            if local:
+                where = local[0] if len(local) == 1 else Expression("CONJUNCTION", "CONJUNCTION_AND", -1, -1,
+                                                                      tuple(local))
+            flat = dataclasses.replace(inner, where=where, items=(*(x for _, x in pairs), *inner.items),
+                                       modifiers=())
+            try:
+                rows = self.query(flat)
+            except PlanError:  # an outer column read elsewhere than an equality: per outer key
+                rows = None
+        if rows is not None:
+            if isinstance(rows, Fallback):
+                raise Unsupported(f"correlated ARRAY subquery {text!r}: {rows.reason}")
+            if len(rows.schema) != len(pairs) + width:
+                raise PlanError(f"subquery must return only one column ({text!r})")
+            keys = [(o, c.name) for (o, _), c in zip(pairs, rows.schema)]
+            values = [c.name for c in rows.schema[len(pairs):]]
+        else:
+            try:
+                rows, keys = self.keyed_subquery(node, scope, dataclasses.replace(inner, modifiers=()), inner.items,
+                                                 False, "per outer key")
+            except Unsupported as why:
+                raise Unsupported(f"{what} correlated other than by equalities of columns, {why})") from None
+            if len(rows.schema) != len(keys) + width:
+                raise PlanError(f"subquery must return only one column ({text!r})")
+            values = [c.name for c in rows.schema[:width]]
+        return self.joined_arrays(node, rows, keys, values, orders, text)
+
+    def joined_arrays(self, node: Node, rows: Node, keys: list[tuple[str, str]], values: list[str], orders,
+                      text: str) -> tuple[Node, str]:
+        """``node`` left-joined with the arrays of a correlated ARRAY subquery's ``rows``
+        grouped by their key columns (``keys``: each outer column with its key column of
+        ``rows``): a :class:`BasicReduce` per key -- ``array_agg`` of the value (the first of
+        ``values``) by the subquery's ``orders`` (over the others of ``values``), recomputed
+        per affected key -- and a SQL segment giving a row whose key has no inner rows (a
+        NULL one included) ``{}``, the array of no rows, not NULL."""
+        tag = self.fresh("array")
+        group = ", ".join(identifier(k) for _, k in keys)
+        x, order = self.array_order([ColumnSpec(v, pa.null()) for v in values], orders, text)
+        # (a key has a row: its array is never NULL)
+        sql = (f"SELECT {group}, array_agg({x}{' ORDER BY ' + order if order else ''}) AS {identifier(tag)} "
+               f"FROM {INPUT_RELATION} GROUP BY {group}")
+        translated = self.checked_sql(sql, rows.schema, [k for _, k in keys], f"correlated ARRAY subquery {text!r}")
+        grouped = BasicReduce(output_schema(rows.schema, translated), rows, tuple(k for _, k in keys),
+                              ((tag, text),), translated)
+        cols = tuple((c.name, f"{tag}.{i}") for i, c in enumerate(grouped.schema))
+        right = fused(tuple(ColumnSpec(m, c.type) for (_, m), c in zip(cols, grouped.schema)), grouped, (), cols)
+        on = tuple((o, cols[i][1]) for i, (o, _) in enumerate(keys))
+        self.check_keys(on, node.schema + right.schema)
+        both = node.schema + right.schema
+        join = Join(both, (node, right), "left", on)
+        names = [c.name for c in both]
+        value = cols[len(keys)][1]
+        items = [(placeholder(i), c.name) for i, c in enumerate(node.schema)]
+        items.append((f"coalesce({placeholder(names.index(value))}, list_value())", value))
+        return self.sql_segment(join, (), items, [text]), value
 
     def at_most_one(self, rows: Node, text: str) -> Node:
         """A scalar subquery's one column ``rows`` as exactly one row, as Materialize
