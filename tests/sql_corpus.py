@@ -2030,6 +2030,13 @@ QUERIES = [
     # avg of intervals: refused (DuckDB rounds the division otherwise than PostgreSQL)
     ("ival_avg", "SELECT avg(d) AS a FROM ivals"),
     ("ival_avg_window", "SELECT id, avg(d) OVER (ORDER BY id) AS a FROM ivals ORDER BY id"),
+    # array_agg of arrays: one array of a dimension more, its inputs of one shape
+    ("aggarr_rectangular", "SELECT array_agg(a ORDER BY a) AS m FROM (SELECT ARRAY[id, age] AS a FROM people) s"),
+    ("aggarr_grouped", "SELECT person_id, array_agg(ARRAY[id, person_id] ORDER BY id) AS m FROM orders "
+                       "GROUP BY person_id ORDER BY person_id"),
+    ("aggarr_fail_ragged", "SELECT array_agg(a) AS m FROM (VALUES (ARRAY[1]), (ARRAY[2, 3])) v(a)"),
+    ("aggarr_fail_null", "SELECT array_agg(a) AS m FROM (VALUES (ARRAY[1]), (NULL::int[])) v(a)"),
+    ("aggarr_fail_empty", "SELECT array_agg(a) AS m FROM (VALUES (ARRAY[1]), ('{}'::int[])) v(a)"),
     # --- PostgreSQL's functions DuckDB lacks, as Materialize documents them (colmz.sql.pgfuncs):
     # to_char's templates, date_bin, justify_*, quote_*, a null text of array_to_string /
     # string_to_array, interval / number, time - time, interval::time; mzf_fail_* raise

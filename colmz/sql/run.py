@@ -27,6 +27,7 @@ from colmz.sql.errors import SQLError, UnsupportedSQL
 from colmz.sql.floatcols import FLOAT_COLUMN_MACROS
 from colmz.sql.tokens import CACHED_CHARS, tokenize
 from colmz.sql.transforms import (
+    AGG_ARRAYS_ERRORS,
     TRANSFORM_FUNCTIONS,
     TRANSFORM_MACROS,
     TRANSFORM_NULL_FUNCTIONS,
@@ -216,6 +217,7 @@ _ERRORS = (
     (_UDF_ERROR(r"(invalid input syntax for type [\w ]+: \".*\"|numeric field overflow|value overflows numeric "
                 r"format|null character not permitted|cannot cast jsonb \w+ to type [\w ]+"
                 r"|multidimensional arrays must have array expressions with matching dimensions|"
+                + "|".join(AGG_ARRAYS_ERRORS) + "|"
                 + pgfuncs.ERROR_MESSAGES + ")$"), SQLError,
      lambda m: m.group(1)),
     # DuckDB's binder error for translate's numeric cast of text (``x + CAST(0 AS DECIMAL(1,0))``)
@@ -246,6 +248,16 @@ _ERRORS = (
     (re.compile(r"Conversion Error: Could not convert string '(.*?)' to INTERVAL", re.DOTALL), UnsupportedSQL,
      lambda m: f"the interval text '{m.group(1)}' is not supported by colmz (DuckDB's interval input is not "
                "PostgreSQL's: it reads neither every unit nor signs before each field)"),
+    # an array's text where PostgreSQL reads it by the other operand's array type (a = '{1,2}'):
+    # DuckDB casts the string by its own list syntax
+    (re.compile(r"Conversion Error: Type VARCHAR with value '(.*?)' can't be cast to the destination type "
+                r"(\w+(?:\[\])+)", re.DOTALL), UnsupportedSQL,
+     lambda m: f"the text '{m.group(1)}' read as {m.group(2).lower()} is not supported by colmz (DuckDB reads "
+               "lists as [a, b], PostgreSQL arrays as {a,b}): write the cast, e.g. '{1,2}'::int[]"),
+    # colmz writes some array functions (cardinality, array_length, ...) with DuckDB's lambdas
+    (re.compile(r"Binder Error: subqueries in lambda expressions are not supported"), UnsupportedSQL,
+     lambda m: "a subquery as the argument of an array function colmz writes with a lambda (cardinality, "
+               "array_length, array_to_string, ...) is not supported by colmz: select the function in the subquery"),
     (re.compile(r"Out of Range Error: Cannot (left|right)-shift negative number"), UnsupportedSQL,
      lambda m: f"a {m.group(1)} shift of a negative number is not supported by colmz (DuckDB refuses it)"),
     # colmz's checks (a cast to a float type of a value that may be text, checked

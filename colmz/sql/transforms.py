@@ -2011,6 +2011,16 @@ ARRAY_ROWS = RESERVED_PREFIX + "array_rows"
 _ARRAY_SHAPE = (f"[CAST(json_array_length(to_json(e), '$' || repeat('[0]', i)) AS BIGINT) "
                 f"FOR i IN range({RESERVED_PREFIX}array_dims(e))]")
 
+#: PostgreSQL's array_agg of arrays makes one array of a dimension more, so its inputs must be
+#: of one shape, none NULL or empty (accumArrayResultArr in src/backend/utils/adt/arrayfuncs.c,
+#: whose errors these are); DuckDB's list of lists takes any. The macro wraps every array_agg
+#: call: of anything but arrays (its result not a list of lists) it is folded away when the
+#: query is bound.
+AGG_ARRAYS = RESERVED_PREFIX + "agg_arrays"
+#: PostgreSQL's errors of array_agg of arrays (:data:`AGG_ARRAYS`).
+AGG_ARRAYS_ERRORS = ("cannot accumulate null arrays", "cannot accumulate empty arrays",
+                     "cannot accumulate arrays of different dimensionality")
+
 #: Macros and Python functions the rules above call (defined on every colmz connection by
 #: :func:`colmz.sql.connect`, with :data:`colmz.sql.translate.MACROS`).
 TRANSFORM_MACROS = (
@@ -2040,6 +2050,10 @@ TRANSFORM_MACROS = (
     "THEN [e FOR e IN x IF false] WHEN list_bool_or([e IS NULL OR len(e) = 0 FOR e IN x]) "
     f"OR len(list_distinct([{_ARRAY_SHAPE} FOR e IN x])) > 1 THEN error('multidimensional arrays must have array "
     "expressions with matching dimensions') ELSE x END",
+    f"CREATE OR REPLACE MACRO {AGG_ARRAYS}(r) AS CASE WHEN typeof(r) NOT LIKE '%[][]' THEN r "
+    f"WHEN list_bool_or([e IS NULL FOR e IN r]) THEN error('{AGG_ARRAYS_ERRORS[0]}') "
+    f"WHEN list_bool_or([json_array_length(to_json(e)) = 0 FOR e IN r]) THEN error('{AGG_ARRAYS_ERRORS[1]}') "
+    f"WHEN len(list_distinct([{_ARRAY_SHAPE} FOR e IN r])) > 1 THEN error('{AGG_ARRAYS_ERRORS[2]}') ELSE r END",
     f"CREATE OR REPLACE MACRO {DATE_TRUNC_UNIT}(u) AS CASE WHEN lower(u) IN "
     f"({', '.join(repr(x) for x in sorted(_ORDINAL_UNITS))}) THEN error('date_trunc(''' || u || "
     f"''', ...) is not supported by colmz ({_ORDINAL_REASON.replace(chr(39), chr(39) * 2)})') ELSE u END",
@@ -2686,7 +2700,7 @@ CALLS: dict[str, Rule] = {
     # where PostgreSQL raises; 0 for an empty array's length): colmz's macro.
     **{name: _rename(macro) for name, macro in CALL_MACROS.items()},
     **dict.fromkeys(_POLYMORPHIC, _polymorphic),
-    "array_agg": lambda c: _polymorphic(c) or _sorted_distinct(c),
+    "array_agg": lambda c: f"{AGG_ARRAYS}({c.by(lambda c: _polymorphic(c) or _sorted_distinct(c))})",
     "pg_typeof": _refuse("pg_typeof() is not supported by colmz (DuckDB names its own types)"),
     "sum": _sum_of_real, "concat": _concat_call, "concat_ws": _concat_call, "avg": _avg,
     # PostgreSQL's jsonb functions, initcap, regexp_match (colmz.sql.jsonb; its operators

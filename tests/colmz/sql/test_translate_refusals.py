@@ -31,6 +31,9 @@ def run(sql: str):
     # avg of anything but an interval is DuckDB's (the guard folds away), and of no rows NULL
     ("SELECT avg(x) AS a, avg(DISTINCT x) FILTER (WHERE x > 1) AS b FROM (VALUES (1), (2), (2)) v(x)", [(5 / 3, 2.0)]),
     ("SELECT avg(x) AS a FROM (SELECT interval '1 day' WHERE false) v(x)", [(None,)]),
+    # array_agg of arrays: one array of a dimension more, as PostgreSQL's
+    ("SELECT array_agg(a ORDER BY a DESC) AS m FROM (VALUES (ARRAY[1, 2]), (ARRAY[3, NULL])) v(a)",
+     [([[3, None], [1, 2]],)]),
     ("SELECT * FROM (VALUES (1), (2.5)) v(x) ORDER BY 1", [(1, ), (2.5, )]),
     ("SELECT sum(x) AS s FROM (VALUES (1), (2), (3.5)) v(x)", [(6.5,)]),
     ("SELECT array_to_string(ARRAY['a', NULL], ',', '*') AS a, string_to_array('a,b', ',', 'b') AS b, "
@@ -59,6 +62,11 @@ def test_answers_as_postgres(sql, rows):
     ("SELECT avg(DISTINCT x) FILTER (WHERE x > interval '0 sec') AS a FROM (VALUES (interval '1 day')) v(x)",
      r"avg\(\) of an interval"),
     ("SELECT avg(x) OVER (ORDER BY x) AS a FROM (VALUES (interval '1 day')) v(x)", r"avg\(\) of an interval"),
+    # an array's text by the other operand's type (PostgreSQL's {a,b}, DuckDB's [a, b])
+    ("SELECT a = '{1,2}' AS e FROM (VALUES (ARRAY[1, 2])) v(a)", r"the text '\{1,2\}' read as integer\[\]"),
+    # a subquery inside an array function colmz writes with a lambda
+    ("SELECT cardinality(ARRAY(SELECT x FROM (VALUES (1)) u(x) WHERE u.x = v.x)) AS c FROM (VALUES (1)) v(x)",
+     "a subquery as the argument of an array function"),
 ])
 def test_refused_by_name(sql, construct):
     with pytest.raises(UnsupportedSQL, match=construct):
