@@ -1995,4 +1995,6 @@ QUERIES = [
     ('hunt_concat_array', 'SELECT concat(id, name, ARRAY[1]) AS a FROM people ORDER BY id'),
     ('hunt_string_edges', "SELECT left('abcdef', -2) AS a, right('abcdef', -2) AS b, repeat('ab', -1) AS c, "
                           "strpos('hello', 'l') AS d, length('héllo') AS e, octet_length('héllo') AS f"),
+    # --- hunt2: differences the widened generator and its probes found (each fixed or refused by name)
+    ('hunt2_date_text_forms', "SELECT '20240101'::date AS a, 'Jan 5 2024 10:00'::timestamp AS b, '10:00 pm'::time AS c"),
 ]

@@ -245,6 +245,12 @@ _ERRORS = (
     (re.compile(r"Conversion Error: Could not convert string '(.*?)' to INTERVAL", re.DOTALL), UnsupportedSQL,
      lambda m: f"the interval text '{m.group(1)}' is not supported by colmz (DuckDB's interval input is not "
                "PostgreSQL's: it reads neither every unit nor signs before each field)"),
+    # DuckDB reads ISO forms only; PostgreSQL's date/time input also reads 'Jan 5 2024',
+    # '20240101', 'today', '10:00 pm'
+    (re.compile(r"Conversion Error: (?:invalid (date|timestamp) field format|(time) field value out of range): "
+                r"\"(.*?)\", expected format", re.DOTALL), UnsupportedSQL,
+     lambda m: f"the {m.group(1) or m.group(2)} text '{m.group(3)}' is not supported by colmz (DuckDB reads ISO "
+               "forms only, e.g. YYYY-MM-DD HH:MM:SS; PostgreSQL reads more)"),
     (re.compile(r"Out of Range Error: Cannot (left|right)-shift negative number"), UnsupportedSQL,
      lambda m: f"a {m.group(1)} shift of a negative number is not supported by colmz (DuckDB refuses it)"),
     # colmz's checks (a cast to a float type of a value that may be text, checked
