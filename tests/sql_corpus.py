@@ -1997,4 +1997,6 @@ QUERIES = [
                           "strpos('hello', 'l') AS d, length('héllo') AS e, octet_length('héllo') AS f"),
     # --- hunt2: differences the widened generator and its probes found (each fixed or refused by name)
     ('hunt2_date_text_forms', "SELECT '20240101'::date AS a, 'Jan 5 2024 10:00'::timestamp AS b, '10:00 pm'::time AS c"),
+    ('hunt2_overlaps', "SELECT (date '2024-01-01', date '2024-02-01') OVERLAPS (date '2024-01-15', date '2024-03-01') AS o"),
+    ('hunt2_fetch_with_ties', 'SELECT age FROM people ORDER BY age FETCH FIRST 2 ROWS WITH TIES'),
 ]

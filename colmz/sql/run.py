@@ -189,12 +189,22 @@ def run_query(con, translated: str, t: int, form: str | None = None):
                 raise
             if i + 1 < len(forms) and _NOW_TYPE_ERROR.search(str(e)):
                 continue
-            for pattern, error, message in _ERRORS:
-                m = pattern.search(str(e))
-                if m:
-                    raise error(message(m)) from None
-            raise SQLError(str(e)) from None
+            raise duckdb_error(e) from None
     raise AssertionError("unreachable")  # pragma: no cover
+
+
+def duckdb_error(e: Exception) -> SQLError:
+    """DuckDB's error ``e`` as colmz raises it: the first of :data:`_ERRORS` that matches
+    (PostgreSQL's words, or ``UnsupportedSQL`` naming the construct), else ``SQLError``.
+
+    >>> print(duckdb_error(ValueError('Parser Error: syntax error at or near "OVERLAPS"')))
+    OVERLAPS is not supported by colmz (DuckDB's grammar has none)
+    """
+    for pattern, error, message in _ERRORS:
+        m = pattern.search(str(e))
+        if m:
+            return error(message(m))
+    return SQLError(str(e))
 
 
 def _UDF_ERROR(message: str) -> re.Pattern:  # noqa: N802 - reads as the pattern it makes
@@ -251,6 +261,11 @@ _ERRORS = (
                 r"\"(.*?)\", expected format", re.DOTALL), UnsupportedSQL,
      lambda m: f"the {m.group(1) or m.group(2)} text '{m.group(3)}' is not supported by colmz (DuckDB reads ISO "
                "forms only, e.g. YYYY-MM-DD HH:MM:SS; PostgreSQL reads more)"),
+    # PostgreSQL's syntax DuckDB's parser lacks
+    (re.compile(r'Parser Error: syntax error at or near "(OVERLAPS)"|Parser Error: syntax error at or near "WITH"'
+                r".*?(FETCH) FIRST .*? WITH TIES", re.DOTALL), UnsupportedSQL,
+     lambda m: f"{'OVERLAPS' if m.group(1) else 'FETCH FIRST ... WITH TIES'} is not supported by colmz (DuckDB's "
+               "grammar has none)"),
     (re.compile(r"Out of Range Error: Cannot (left|right)-shift negative number"), UnsupportedSQL,
      lambda m: f"a {m.group(1)} shift of a negative number is not supported by colmz (DuckDB refuses it)"),
     # colmz's checks (a cast to a float type of a value that may be text, checked
@@ -300,7 +315,7 @@ def check_one_query(con, text: str) -> None:
     except Exception as e:
         if not type(e).__module__.startswith(("duckdb", "_duckdb")):
             raise
-        raise SQLError(str(e)) from None
+        raise duckdb_error(e) from None
     if len(stmts) != 1 or stmts[0].type.name != "SELECT":
         kinds = ", ".join(st.type.name for st in stmts)
         raise SQLError(
