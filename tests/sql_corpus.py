@@ -1999,4 +1999,7 @@ QUERIES = [
     ('hunt2_date_text_forms', "SELECT '20240101'::date AS a, 'Jan 5 2024 10:00'::timestamp AS b, '10:00 pm'::time AS c"),
     ('hunt2_overlaps', "SELECT (date '2024-01-01', date '2024-02-01') OVERLAPS (date '2024-01-15', date '2024-03-01') AS o"),
     ('hunt2_fetch_with_ties', 'SELECT age FROM people ORDER BY age FETCH FIRST 2 ROWS WITH TIES'),
+    ('hunt2_shift_width', 'SELECT 1 >> 32 AS a'),
+    ('hunt2_shift_column_count', 'SELECT k, k << k AS a FROM nums'),
+    ('hunt2_shift_sign_bit', 'SELECT 1 << 31 AS a'),
 ]

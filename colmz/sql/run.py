@@ -266,6 +266,8 @@ _ERRORS = (
                 r".*?(FETCH) FIRST .*? WITH TIES", re.DOTALL), UnsupportedSQL,
      lambda m: f"{'OVERLAPS' if m.group(1) else 'FETCH FIRST ... WITH TIES'} is not supported by colmz (DuckDB's "
                "grammar has none)"),
+    (re.compile(r"Out of Range Error: Overflow in left shift"), UnsupportedSQL,
+     lambda m: "a left shift past the sign bit is not supported by colmz (PostgreSQL's wraps, DuckDB raises)"),
     (re.compile(r"Out of Range Error: Cannot (left|right)-shift negative number"), UnsupportedSQL,
      lambda m: f"a {m.group(1)} shift of a negative number is not supported by colmz (DuckDB refuses it)"),
     # colmz's checks (a cast to a float type of a value that may be text, checked

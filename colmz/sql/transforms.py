@@ -726,8 +726,9 @@ def may_transform(text: str, toks) -> bool:
                 return True
             if x == "(" and 0 < i < n - 1 and (toks[i - 1].upper in ("SELECT", "DISTINCT") or toks[i - 1].text == ","):
                 opens.append(i)
+    # (the tokens split a shift operator: << is two "<")
     return _MAY_COMPARE_ROWS.search(text) is not None or (opens and _may_row_item(toks, opens)) \
-        or _may_name_derived(toks)
+        or _may_name_derived(toks) or "<<" in text or ">>" in text
 
 
 def _may_row_item(toks, opens: list[int]) -> bool:
@@ -2685,6 +2686,13 @@ for _op, _rule in jsonb.OPERATORS.items():  # (a rule may give None: not jsonb)
 # jsonb - text (None for any other -)
 _when(("-",), jsonb.MINUS, lambda e, w: e.cls == "FUNCTION" and len(e.children) == 2)
 _when(_LIKES, _like, lambda e, w: len(e.children) == 2, words=("like", "ilike"), ops=_LIKES)
+# PostgreSQL shifts an integer by its count modulo the width (1 << 32 is 1, 1 >> 32 is 1);
+# DuckDB raises or gives 0: only a constant count below 32 means the same in both.
+_when(("<<", ">>"), _refuse("a shift by a count that is not a constant from 0 to 31 is not supported by colmz "
+                            "(PostgreSQL takes the count modulo the integer's width, DuckDB does not)"),
+      lambda e, w: e.cls == "FUNCTION" and len(e.children) == 2 and not (
+          e.children[1].literal is not None and e.children[1].literal.kind == "INTEGER"
+          and 0 <= e.children[1].literal.value < 32), ops=("<<", ">>"))
 
 
 def _named_call(written: str) -> Finder:
