@@ -2002,4 +2002,5 @@ QUERIES = [
     ('hunt2_shift_width', 'SELECT 1 >> 32 AS a'),
     ('hunt2_shift_column_count', 'SELECT k, k << k AS a FROM nums'),
     ('hunt2_shift_sign_bit', 'SELECT 1 << 31 AS a'),
+    ('hunt2_smallint_widening', 'SELECT 100::int2 * 1000 AS a, (-32768)::smallint * -1 AS b'),
 ]

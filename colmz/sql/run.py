@@ -266,6 +266,10 @@ _ERRORS = (
                 r".*?(FETCH) FIRST .*? WITH TIES", re.DOTALL), UnsupportedSQL,
      lambda m: f"{'OVERLAPS' if m.group(1) else 'FETCH FIRST ... WITH TIES'} is not supported by colmz (DuckDB's "
                "grammar has none)"),
+    # DuckDB computes a smallint with an integer literal as smallint, PostgreSQL as integer
+    (re.compile(r"Out of Range Error: Overflow in \w+ of INT16"), UnsupportedSQL,
+     lambda m: "smallint arithmetic past smallint's range is not supported by colmz (PostgreSQL computes a "
+               "smallint with an integer as integer, DuckDB as smallint): cast the smallint to int"),
     (re.compile(r"Out of Range Error: Overflow in left shift"), UnsupportedSQL,
      lambda m: "a left shift past the sign bit is not supported by colmz (PostgreSQL's wraps, DuckDB raises)"),
     (re.compile(r"Out of Range Error: Cannot (left|right)-shift negative number"), UnsupportedSQL,
