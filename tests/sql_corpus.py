@@ -2003,4 +2003,5 @@ QUERIES = [
     ('hunt2_shift_column_count', 'SELECT k, k << k AS a FROM nums'),
     ('hunt2_shift_sign_bit', 'SELECT 1 << 31 AS a'),
     ('hunt2_smallint_widening', 'SELECT 100::int2 * 1000 AS a, (-32768)::smallint * -1 AS b'),
+    ('hunt2_like_final_escape', "SELECT 'abc' LIKE 'abc\\' AS a"),
 ]
