@@ -2004,4 +2004,5 @@ QUERIES = [
     ('hunt2_shift_sign_bit', 'SELECT 1 << 31 AS a'),
     ('hunt2_smallint_widening', 'SELECT 100::int2 * 1000 AS a, (-32768)::smallint * -1 AS b'),
     ('hunt2_like_final_escape', "SELECT 'abc' LIKE 'abc\\' AS a"),
+    ('hunt2_split_part_zero', "SELECT split_part('a,b,c', ',', 0) AS a"),
 ]

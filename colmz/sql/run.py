@@ -225,7 +225,8 @@ _ERRORS = (
     # PostgreSQL's own errors, raised by colmz's macros (error()) or Python functions: their words.
     (_UDF_ERROR(r"(invalid input syntax for type [\w ]+: \".*\"|numeric field overflow|value overflows numeric "
                 r"format|null character not permitted|cannot cast jsonb \w+ to type [\w ]+"
-                r"|multidimensional arrays must have array expressions with matching dimensions)$"), SQLError,
+                r"|multidimensional arrays must have array expressions with matching dimensions"
+                r"|field position must not be zero)$"), SQLError,
      lambda m: m.group(1)),
     # DuckDB's binder error for translate's numeric cast of text (``x + CAST(0 AS DECIMAL(1,0))``)
     (re.compile(r"'\+\((VARCHAR|STRING_LITERAL), DECIMAL\(1,0\)\)'"), UnsupportedSQL,

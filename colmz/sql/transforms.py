@@ -491,7 +491,7 @@ ARRAY_TO_STRING = RESERVED_PREFIX + "array_to_string"
 
 #: PostgreSQL's ``string_to_array(s, d)``: an empty ``s`` is an empty array, a NULL ``d``
 #: splits ``s`` into characters, an empty ``d`` keeps ``s`` whole; ``split_part`` with an
-#: empty delimiter is the whole string's one field; ``string_agg`` with a NULL delimiter joins
+#: empty delimiter is the whole string's one field, a field position 0 raises; ``string_agg`` with a NULL delimiter joins
 #: with none (DuckDB: one element, an element per character, NULL).
 STRING_TO_ARRAY = RESERVED_PREFIX + "string_to_array"
 SPLIT_PART = RESERVED_PREFIX + "split_part"
@@ -499,7 +499,8 @@ SPLITTING_MACROS = (
     f"CREATE OR REPLACE MACRO {STRING_TO_ARRAY}(s, d) AS CASE WHEN s IS NULL THEN NULL "
     "WHEN s = '' THEN CAST([] AS VARCHAR[]) WHEN d IS NULL THEN string_split(s, '') "
     "WHEN d = '' THEN [s] ELSE string_to_array(s, d) END",
-    f"CREATE OR REPLACE MACRO {SPLIT_PART}(s, d, n) AS CASE WHEN d = '' AND n <> 0 THEN "
+    f"CREATE OR REPLACE MACRO {SPLIT_PART}(s, d, n) AS CASE WHEN n = 0 AND s IS NOT NULL AND d IS NOT NULL "
+    "THEN error('field position must not be zero') WHEN d = '' AND n <> 0 THEN "
     "CASE WHEN n IN (1, -1) THEN s ELSE '' END ELSE split_part(s, d, n) END",
 )
 
