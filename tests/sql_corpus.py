@@ -2005,4 +2005,6 @@ QUERIES = [
     ('hunt2_smallint_widening', 'SELECT 100::int2 * 1000 AS a, (-32768)::smallint * -1 AS b'),
     ('hunt2_like_final_escape', "SELECT 'abc' LIKE 'abc\\' AS a"),
     ('hunt2_split_part_zero', "SELECT split_part('a,b,c', ',', 0) AS a"),
+    ('hunt2_negative_subscript', 'SELECT (ARRAY[1, 2, 3])[-1] AS a, (ARRAY[[1, 2], [3, 4]])[-1][1] AS b'),
+    ('hunt2_negative_subscript_column', 'SELECT k, a[-k] AS b, a[k] AS c FROM (SELECT array_agg(id ORDER BY id) AS a FROM people) s, nums'),
 ]

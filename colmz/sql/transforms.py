@@ -1211,15 +1211,31 @@ def _subscript_chain(k: int) -> Rule:
     # element's type; DuckDB gives the sub-array): NULL subscripts added to one written as
     # lists, a refusal where the dimensions are known only when it runs (typeof, folded)
     def rule(c: Call) -> str | None:
-        root = c.node
+        root, indexes = c.node, []
         for _ in range(k):
-            root = root.children[0]
+            root, indexes = root.children[0], [root.children[1], *indexes]
+        body = _subscripts(c, root, indexes)
         if _is_list(root):
             d = len(_array_shape(root) or ())
-            return f"({c.text_of(c.node)}){'[NULL]' * (d - k)}" if d > k else None
+            return f"({body or c.text_of(c.node)}){'[NULL]' * (d - k)}" if d > k else body
         return (f"(CASE WHEN {RESERVED_PREFIX}array_dims({c.text_of(root)}) > {k} THEN {_FEWER_SUBSCRIPTS} "
-                f"ELSE {c.text_of(c.node)} END)")
+                f"ELSE {body or c.text_of(c.node)} END)")
     return rule
+
+
+def _subscripts(c: Call, root: Expression, indexes: list[Expression]) -> str | None:
+    # PostgreSQL's subscript below an array's lower bound (0, -1) is NULL, DuckDB's negative
+    # one counts from the end: an index that may be negative is made NULL there (greatest
+    # of a NULL index is -1; the index is evaluated once). None: no index may be negative.
+    def fixed(i: Expression) -> str:
+        if i.literal is not None and (i.literal.kind != "INTEGER" or i.literal.value >= 0):
+            return c.text_of(i)
+        return f"nullif(greatest({c.text_of(i)}, -1), -1)"
+
+    texts = [fixed(i) for i in indexes]
+    if texts == [c.text_of(i) for i in indexes]:
+        return None
+    return f"({c.text_of(root)})" + "".join(f"[{t}]" for t in texts)
 
 
 def _column_slice(c: Call) -> str:
