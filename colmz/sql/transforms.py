@@ -1439,7 +1439,13 @@ def _like(c: Call) -> str | None:
     # PostgreSQL's LIKE escapes with a backslash by default; DuckDB's has no escape. An
     # ESCAPE clause makes another node (like_escape); a literal pattern without a backslash
     # means the same under either.
-    pattern = c.node.children[1]
+    # ILIKE folds ASCII letters only, as PostgreSQL's in the C locale (DuckDB's folds every
+    # cased letter): both sides lowered by lower's macro, then LIKE.
+    pattern, op = c.node.children[1], c.node.name[0]
+    if op in ("~~*", "!~~*"):
+        lower = CALL_MACROS["lower"]
+        like = "NOT LIKE" if op == "!~~*" else "LIKE"
+        return f"({lower}({c.args[0]}) {like} {lower}({c.args[1]}) ESCAPE '\\')"
     if pattern.literal is not None and pattern.literal.kind == "STRING" and "\\" not in pattern.literal.text:
         return None
     return c.text_of(c.node) + " ESCAPE '\\'"
