@@ -2008,4 +2008,5 @@ QUERIES = [
     ('hunt2_negative_subscript', 'SELECT (ARRAY[1, 2, 3])[-1] AS a, (ARRAY[[1, 2], [3, 4]])[-1][1] AS b'),
     ('hunt2_negative_subscript_column', 'SELECT k, a[-k] AS b, a[k] AS c FROM (SELECT array_agg(id ORDER BY id) AS a FROM people) s, nums'),
     ('hunt2_ilike_c_locale', "SELECT 'ÉCOLE' ILIKE 'é%' AS a, 'École' NOT ILIKE 'é%' AS b, 'ABC' ILIKE 'a\\_c' AS c, name ILIKE 'D%' AS d FROM people ORDER BY id"),
+    ('hunt2_jsonb_scalar_element', 'SELECT id, j -> 0 AS a, j ->> -1 AS b, j -> 1 AS c FROM jnums ORDER BY id'),
 ]

@@ -1767,7 +1767,8 @@ JSONB_GET = RESERVED_PREFIX + "jsonb_get"
 def jsonb_get(doc: str | None, key: str | None, index: bool, text: bool) -> str | None:
     """PostgreSQL's ``doc -> key`` (``text`` false) or ``doc ->> key`` (``text`` true) of the
     jsonb text ``doc``: an object's field (``key`` a name) or an array's element (``index``:
-    ``key`` an integer, negative from the end); ``None`` when there is none. ``->`` gives
+    ``key`` an integer, negative from the end; a scalar is an array of itself alone, as
+    PostgreSQL stores it); ``None`` when there is none. ``->`` gives
     PostgreSQL's jsonb text of the value, ``->>`` a string's own text (a JSON null is NULL).
     DuckDB's JSON functions reprint numbers as doubles (1.50 as 1.5): the value is read from
     the text here, numbers as ``numeric``.
@@ -1776,11 +1777,15 @@ def jsonb_get(doc: str | None, key: str | None, index: bool, text: bool) -> str 
     '[1.50, {"x": null, "y": 1}]'
     >>> jsonb_get('[1, "q"]', "-1", True, True), jsonb_get('{"a": null}', "a", False, True)
     ('q', None)
+    >>> jsonb_get('"s"', "0", True, False), jsonb_get('"s"', "1", True, False)
+    ('"s"', None)
     """
     if doc is None or key is None:
         return None
     v = _jsonb_load(doc)
     if index:
+        if not isinstance(v, (list, dict)):
+            v = [v]  # PostgreSQL keeps a scalar as an array of one: '1'::jsonb -> 0 is 1
         if not isinstance(v, list):
             return None
         i = int(key)
