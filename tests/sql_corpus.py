@@ -2009,4 +2009,5 @@ QUERIES = [
     ('hunt2_negative_subscript_column', 'SELECT k, a[-k] AS b, a[k] AS c FROM (SELECT array_agg(id ORDER BY id) AS a FROM people) s, nums'),
     ('hunt2_ilike_c_locale', "SELECT 'ÉCOLE' ILIKE 'é%' AS a, 'École' NOT ILIKE 'é%' AS b, 'ABC' ILIKE 'a\\_c' AS c, name ILIKE 'D%' AS d FROM people ORDER BY id"),
     ('hunt2_jsonb_scalar_element', 'SELECT id, j -> 0 AS a, j ->> -1 AS b, j -> 1 AS c FROM jnums ORDER BY id'),
+    ('hunt2_aggregate_order_by_constant', "SELECT string_agg(name, ',' ORDER BY 'x') AS a, percentile_disc(0) WITHIN GROUP (ORDER BY 1.5 DESC) AS b FROM people"),
 ]

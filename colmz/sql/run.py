@@ -274,6 +274,11 @@ _ERRORS = (
     # PostgreSQL's LIKE raises only when a row's text reaches a pattern's final escape, DuckDB always
     (re.compile(r"Like pattern must not end with escape character"), UnsupportedSQL,
      lambda m: "a LIKE pattern ending with its escape character is not supported by colmz"),
+    # PostgreSQL orders an aggregate's input by a constant (no order; a query's ORDER BY
+    # raises); DuckDB refuses both
+    (re.compile(r"Binder Error: ORDER BY non-integer literal has no effect"), UnsupportedSQL,
+     lambda m: "ORDER BY a constant other than an integer is not supported by colmz (PostgreSQL ignores "
+               "it in an aggregate or WITHIN GROUP, and raises in a query)"),
     (re.compile(r"Out of Range Error: Overflow in left shift"), UnsupportedSQL,
      lambda m: "a left shift past the sign bit is not supported by colmz (PostgreSQL's wraps, DuckDB raises)"),
     (re.compile(r"Out of Range Error: Cannot (left|right)-shift negative number"), UnsupportedSQL,
