@@ -2010,4 +2010,5 @@ QUERIES = [
     ('hunt2_ilike_c_locale', "SELECT 'ÉCOLE' ILIKE 'é%' AS a, 'École' NOT ILIKE 'é%' AS b, 'ABC' ILIKE 'a\\_c' AS c, name ILIKE 'D%' AS d FROM people ORDER BY id"),
     ('hunt2_jsonb_scalar_element', 'SELECT id, j -> 0 AS a, j ->> -1 AS b, j -> 1 AS c FROM jnums ORDER BY id'),
     ('hunt2_aggregate_order_by_constant', "SELECT string_agg(name, ',' ORDER BY 'x') AS a, percentile_disc(0) WITHIN GROUP (ORDER BY 1.5 DESC) AS b FROM people"),
+    ('hunt2_regex_ci_non_ascii', "SELECT 'ÉCOLE' ~* 'é' AS a, 'École' !~* '^é' AS b"),
 ]

@@ -1971,6 +1971,12 @@ def _regexp_operator(c: Call, node: Expression | None = None) -> str | None:
         options = kids[2].literal.text + "s"
     else:
         return None
+    p = kids[1].literal
+    if "i" in options and p is not None and p.kind == "STRING" and not p.text.isascii():
+        # PostgreSQL's case-insensitive match folds ASCII letters only in the C locale, RE2 every one
+        raise UnsupportedSQL("a case-insensitive regular expression match (~*, !~*, flag i) with a pattern "
+                             "holding non-ASCII text is not supported by colmz (PostgreSQL folds ASCII "
+                             "letters only, DuckDB every cased letter)")
     return f"{REGEXP_MATCH}({c.text_of(kids[0])}, {c.text_of(kids[1])}, '{options}')"
 
 
