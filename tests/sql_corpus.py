@@ -2011,4 +2011,6 @@ QUERIES = [
     ('hunt2_jsonb_scalar_element', 'SELECT id, j -> 0 AS a, j ->> -1 AS b, j -> 1 AS c FROM jnums ORDER BY id'),
     ('hunt2_aggregate_order_by_constant', "SELECT string_agg(name, ',' ORDER BY 'x') AS a, percentile_disc(0) WITHIN GROUP (ORDER BY 1.5 DESC) AS b FROM people"),
     ('hunt2_regex_ci_non_ascii', "SELECT 'ÉCOLE' ~* 'é' AS a, 'École' !~* '^é' AS b"),
+    ('hunt2_order_by_ambiguous_name', 'SELECT id, id::bigint FROM docs ORDER BY id'),
+    ('hunt2_order_by_same_column_twice', 'SELECT id, docs.id FROM docs ORDER BY id'),
 ]
