@@ -2013,4 +2013,5 @@ QUERIES = [
     ('hunt2_regex_ci_non_ascii', "SELECT 'ÉCOLE' ~* 'é' AS a, 'École' !~* '^é' AS b"),
     ('hunt2_order_by_ambiguous_name', 'SELECT id, id::bigint FROM docs ORDER BY id'),
     ('hunt2_order_by_same_column_twice', 'SELECT id, docs.id FROM docs ORDER BY id'),
+    ('hunt2_float_times_zero', 'SELECT 0.1::float8 * 0 AS a, 0 * 2.5::float8 AS b, k, f * 0 AS c FROM nums WHERE k = 1'),
 ]

@@ -2192,8 +2192,9 @@ def float_check(body: str, leaves: list[str], products: bool) -> str:
 
 
 def products_only(e: Expression) -> bool:
-    """Whether the arithmetic subtree ``e`` is binary ``*`` and ``/`` only (a zero from
-    nonzero finite leaves is then an underflow)."""
+    """Whether the arithmetic subtree ``e`` is binary ``*`` and ``/`` only, with no number
+    literal 0 (a zero from nonzero finite leaves is then an underflow; the literals are not
+    among :func:`arith_leaves`)."""
     stack = [e]
     while stack:
         n = stack.pop()
@@ -2201,6 +2202,9 @@ def products_only(e: Expression) -> bool:
             if n.name[0] not in ("*", "/", "//") or len(n.children) != 2:
                 return False
             stack.extend(n.children)
+        elif n.cls == "CONSTANT" and n.literal is not None and n.literal.kind in ("INTEGER", "NUMERIC") \
+                and float(n.literal.text) == 0:
+            return False
     return True
 
 
