@@ -2014,4 +2014,6 @@ QUERIES = [
     ('hunt2_order_by_ambiguous_name', 'SELECT id, id::bigint FROM docs ORDER BY id'),
     ('hunt2_order_by_same_column_twice', 'SELECT id, docs.id FROM docs ORDER BY id'),
     ('hunt2_float_times_zero', 'SELECT 0.1::float8 * 0 AS a, 0 * 2.5::float8 AS b, k, f * 0 AS c FROM nums WHERE k = 1'),
+    ('hunt2_any_all_null_array', "SELECT 1 = ANY (NULL::int[]) AS a, 1 <> ALL (NULL::int[]) AS b, 1 = ANY ('{}'::int[]) AS c, 1 <> ALL ('{}'::int[]) AS d"),
+    ('hunt2_any_null_array_column', 'SELECT k, k = ANY (a) AS x, k <> ALL (a) AS y FROM nums, (SELECT array_agg(age) AS a FROM people WHERE id > 100) s'),
 ]

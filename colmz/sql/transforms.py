@@ -2724,6 +2724,36 @@ for _op, _rule in jsonb.OPERATORS.items():  # (a rule may give None: not jsonb)
 # jsonb - text (None for any other -)
 _when(("-",), jsonb.MINUS, lambda e, w: e.cls == "FUNCTION" and len(e.children) == 2)
 _when(_LIKES, _like, lambda e, w: len(e.children) == 2, words=("like", "ilike"), ops=_LIKES)
+
+
+def _quantified_array(e: Expression, w: _Walk) -> Expression | None:
+    # The array of x op ANY (array) -- DuckDB's subquery over unnest(array), written without
+    # SELECT -- or of x op ALL (array), NOT of such a subquery: None for any other node.
+    # The node's span must hold the array (an ALL's subquery spans x alone).
+    if e.type == "OPERATOR_NOT" and len(e.children) == 1:
+        e, whole = e.children[0], e
+    else:
+        whole = e
+    q = e.subquery
+    if not (e.cls == "SUBQUERY" and e.children and q is not None and q.from_ is None and len(q.items) == 1
+            and q.items[0].name == ("unnest",) and len(q.items[0].children) == 1 and q.items[0].start >= 0):
+        return None
+    u = q.items[0]
+    if not (whole.start <= u.start and u.end <= whole.end) or \
+            w.text[whole.start : u.start].rstrip().upper().endswith("SELECT"):
+        return None
+    return None if u.children[0].type == "ARRAY_CONSTRUCTOR" else u.children[0]  # (ARRAY[..] is never NULL)
+
+
+def _null_array_quantified(c: Call) -> str:
+    # PostgreSQL's x op ANY/ALL of a NULL array is NULL; DuckDB's (an empty unnest) false/true
+    n = c.node.children[0] if c.node.type == "OPERATOR_NOT" else c.node
+    arr = n.subquery.items[0].children[0]
+    return f"(CASE WHEN ({c.text_of(arr)}) IS NULL THEN NULL ELSE {c.text_of(c.node)} END)"
+
+
+_when(("SUBQUERY", "OPERATOR_NOT"), _null_array_quantified, lambda e, w: _quantified_array(e, w) is not None,
+      words=("any", "some", "all"))
 # PostgreSQL shifts an integer by its count modulo the width (1 << 32 is 1, 1 >> 32 is 1);
 # DuckDB raises or gives 0: only a constant count below 32 means the same in both.
 _when(("<<", ">>"), _refuse("a shift by a count that is not a constant from 0 to 31 is not supported by colmz "
