@@ -2726,6 +2726,19 @@ _when(("-",), jsonb.MINUS, lambda e, w: e.cls == "FUNCTION" and len(e.children) 
 _when(_LIKES, _like, lambda e, w: len(e.children) == 2, words=("like", "ilike"), ops=_LIKES)
 
 
+def _ilike_escape(c: Call) -> str:
+    # ILIKE ... ESCAPE: as ILIKE, the C locale's ASCII folding (lower's macro) then LIKE. A
+    # NOT ILIKE's node spans its NOT (DuckDB's NOT around it spans the same text).
+    x, p, _ = c.arguments
+    negated = "NOT" in c.text[x.end : p.start].upper().split()
+    lower = CALL_MACROS["lower"]
+    return f"({lower}({c.args[0]}) {'NOT ' if negated else ''}LIKE {lower}({c.args[1]}) ESCAPE {c.args[2]})"
+
+
+_when(("ilike_escape",), _ilike_escape, lambda e, w: e.cls == "FUNCTION" and len(e.children) == 3
+      and min(k.start for k in e.children) >= 0, words=("ilike",))
+
+
 def _quantified_array(e: Expression, w: _Walk) -> Expression | None:
     # The array of x op ANY (array) -- DuckDB's subquery over unnest(array), written without
     # SELECT -- or of x op ALL (array), NOT of such a subquery: None for any other node.
