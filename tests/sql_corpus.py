@@ -2017,4 +2017,5 @@ QUERIES = [
     ('hunt2_any_all_null_array', "SELECT 1 = ANY (NULL::int[]) AS a, 1 <> ALL (NULL::int[]) AS b, 1 = ANY ('{}'::int[]) AS c, 1 <> ALL ('{}'::int[]) AS d"),
     ('hunt2_any_null_array_column', 'SELECT k, k = ANY (a) AS x, k <> ALL (a) AS y FROM nums, (SELECT array_agg(age) AS a FROM people WHERE id > 100) s'),
     ('hunt2_ilike_escape_c_locale', "SELECT 'ÉCOLE' ILIKE 'é%' ESCAPE '#' AS a, 'ÉCOLE' NOT ILIKE 'é%' ESCAPE '#' AS b, 'a%C' ILIKE 'A#%c' ESCAPE '#' AS c, name NOT ILIKE 'D%' ESCAPE '#' AS d FROM people ORDER BY id"),
+    ('hunt2_concat_jsonb_arrow', "SELECT body || (body -> 'tags') AS a FROM docs ORDER BY id"),
 ]

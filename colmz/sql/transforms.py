@@ -1686,6 +1686,8 @@ def _concat(c: Call) -> str | None:
     jsonb = [k.cls == "CAST" and _type_text(k.children[1], c.text) == "jsonb" for k in kids]
     literal = [k.literal is not None and k.literal.kind == "STRING" for k in kids]
     if not (any(jsonb) or any(_json_literal(k) for k in kids)):
+        if any((k.cls == "FUNCTION" and k.name in _JSON_VALUE_OPS) or k.cls == "LAMBDA" for k in kids):
+            raise UnsupportedSQL(_CONCAT_REFUSAL)  # (a json or jsonb value: -> or #>, not text)
         return _text_operands(c, kids)
     if all(j or lit for j, lit in zip(jsonb, literal)):
         if not any(jsonb):
@@ -1702,6 +1704,9 @@ def _concat(c: Call) -> str | None:
     raise UnsupportedSQL(_CONCAT_REFUSAL)
 
 
+#: The operators whose result is a json or jsonb value (DuckDB's nodes of them; ``->`` is
+#: DuckDB's LAMBDA node).
+_JSON_VALUE_OPS = frozenset({("->",), ("#>",), (jsonb.SPELLED["#>"],)})
 _CONCAT_REFUSAL = ("|| of jsonb (or a string literal holding JSON) and a value of a type colmz cannot tell is not "
                    "supported by colmz (PostgreSQL merges jsonb, concatenates text; colmz keeps jsonb columns as "
                    "text): cast both operands to jsonb or text")
