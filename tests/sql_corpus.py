@@ -2018,4 +2018,6 @@ QUERIES = [
     ('hunt2_any_null_array_column', 'SELECT k, k = ANY (a) AS x, k <> ALL (a) AS y FROM nums, (SELECT array_agg(age) AS a FROM people WHERE id > 100) s'),
     ('hunt2_ilike_escape_c_locale', "SELECT 'ÉCOLE' ILIKE 'é%' ESCAPE '#' AS a, 'ÉCOLE' NOT ILIKE 'é%' ESCAPE '#' AS b, 'a%C' ILIKE 'A#%c' ESCAPE '#' AS c, name NOT ILIKE 'D%' ESCAPE '#' AS d FROM people ORDER BY id"),
     ('hunt2_concat_jsonb_arrow', "SELECT body || (body -> 'tags') AS a FROM docs ORDER BY id"),
+    ('hunt2_concat_jsonb_choices', 'SELECT (\'{"a": 1}\'::jsonb || \'{"b": 1}\'::jsonb) || CASE WHEN true THEN \'{"c": 1}\'::jsonb END AS a, (\'[1]\'::jsonb || \'[2]\'::jsonb) || coalesce(\'null\'::jsonb, \'{}\'::jsonb) AS b'),
+    ('hunt2_arrow_concat_arrow', "SELECT body -> 'a' || body -> 'a' AS a FROM docs"),
 ]

@@ -1686,8 +1686,8 @@ def _concat(c: Call) -> str | None:
     jsonb = [k.cls == "CAST" and _type_text(k.children[1], c.text) == "jsonb" for k in kids]
     literal = [k.literal is not None and k.literal.kind == "STRING" for k in kids]
     if not (any(jsonb) or any(_json_literal(k) for k in kids)):
-        if any((k.cls == "FUNCTION" and k.name in _JSON_VALUE_OPS) or k.cls == "LAMBDA" for k in kids):
-            raise UnsupportedSQL(_CONCAT_REFUSAL)  # (a json or jsonb value: -> or #>, not text)
+        if any(_may_be_json(k, c.text) for k in kids):
+            raise UnsupportedSQL(_CONCAT_REFUSAL)  # (a json or jsonb value, not text)
         return _text_operands(c, kids)
     if all(j or lit for j, lit in zip(jsonb, literal)):
         if not any(jsonb):
@@ -1707,6 +1707,21 @@ def _concat(c: Call) -> str | None:
 #: The operators whose result is a json or jsonb value (DuckDB's nodes of them; ``->`` is
 #: DuckDB's LAMBDA node).
 _JSON_VALUE_OPS = frozenset({("->",), ("#>",), (jsonb.SPELLED["#>"],)})
+#: The calls whose value is one of their arguments'.
+_VALUE_CHOICES = frozenset({("||",), ("coalesce",), ("nullif",), ("greatest",), ("least",)})
+
+
+def _may_be_json(k: Expression, text: str) -> bool:
+    # Whether ``k`` may be a json or jsonb value: ->, #>, a cast to json or jsonb, or a
+    # choice among such values (||, coalesce, CASE, ...)
+    if k.cls == "LAMBDA" or (k.cls == "FUNCTION" and k.name in _JSON_VALUE_OPS):
+        return True
+    if k.cls == "CAST" and len(k.children) == 2:
+        return _type_text(k.children[1], text) in ("json", "jsonb")
+    if (k.cls == "FUNCTION" and k.name in _VALUE_CHOICES) or k.cls in ("CASE", "OPERATOR") and k.type in (
+            "CASE_EXPR", "OPERATOR_COALESCE", "OPERATOR_NULLIF"):
+        return any(_may_be_json(x, text) for x in k.children)
+    return False
 _CONCAT_REFUSAL = ("|| of jsonb (or a string literal holding JSON) and a value of a type colmz cannot tell is not "
                    "supported by colmz (PostgreSQL merges jsonb, concatenates text; colmz keeps jsonb columns as "
                    "text): cast both operands to jsonb or text")
@@ -1850,6 +1865,9 @@ def _jsonb_arrow(c: Call) -> str:
     json = _json_document(c, lhs)
     key = rhs
     if not c.text[: rhs.start].rstrip().endswith("("):
+        if key.cls == "LAMBDA" and key.children and key.children[0].name == ("||",) \
+                and key.children[0].start == key.start >= 0:
+            key = key.children[0]  # a -> 'k' || x -> 'j': DuckDB's a -> (('k' || x) -> 'j')
         while _looser(key) and key.children and key.children[0].start == key.start >= 0:
             if key.name and key.name[0] in _JSONB_OPS:
                 # ``a -> 'k' ? 'x'`` is ``(a -> 'k') ? 'x'`` in PostgreSQL (DuckDB reads the
