@@ -1,13 +1,20 @@
 """Generated queries over the dialect corpus's four tables, answered by colmz and PostgreSQL 15.
 
-Hypothesis draws typed expression trees over the columns of ``people``, ``orders`` and
-``nums`` (``tests/sql_corpus.py``; integers, bigints, numerics, floats with NaN and the
-infinities, text, booleans, NULLs, dates, timestamps and intervals) -- operators,
-comparisons, ``CASE``, ``COALESCE``/``NULLIF``, casts, common functions, ``IN``/``ANY``/
-``ALL`` with NULLs -- and puts them in one of four query shapes: a projection with a
-``WHERE``, an aggregate with ``GROUP BY`` and ``FILTER``, a window function, a query
-without ``FROM``. Some select items are left without an alias, so PostgreSQL's output names
-are compared too. Each query runs in an in-memory ``colmz.Catalog`` and in PostgreSQL
+Hypothesis draws typed expression trees over the columns of ``people``, ``orders``,
+``nums`` and ``docs`` (``tests/sql_corpus.py``; integers, bigints, numerics, floats with NaN,
+the infinities and -0, text with multibyte characters, booleans, NULLs, dates, timestamps,
+timestamptz, intervals, jsonb) -- operators, comparisons, ``CASE``, ``COALESCE``/``NULLIF``,
+casts, ``extract`` of each field, ``date_trunc``, string functions at their edges (negative
+and zero lengths and positions, empty and multibyte fills and delimiters), ``LIKE``/
+``ILIKE`` with escapes, numeric rounding at negative scales, ``mod`` of negatives, array
+subscripts, jsonb operators, ``IN``/``ANY``/``ALL`` with NULLs -- and puts them in one of
+seven query shapes: a projection with a ``WHERE``, an aggregate with ``GROUP BY`` and
+``FILTER`` (``DISTINCT``, ordered-set, boolean and ordered ``string_agg``/``array_agg``), a
+window function (``ROWS``/``RANGE``/``GROUPS`` frames with offsets and ``EXCLUDE``), a query
+without ``FROM``, ``DISTINCT ON``, a set operation (``UNION``/``INTERSECT``/``EXCEPT``
+with and without ``ALL``), ``LIMIT``/``OFFSET``. Every order that decides an answer ends
+with the table's unique key (:data:`KEYS`). Some select items are left without an alias,
+so PostgreSQL's output names are compared too. Each query runs in an in-memory ``colmz.Catalog`` and in PostgreSQL
 (``tests/sql_oracle.py``); it passes when both give the same rows (a multiset, floats within
 1e-9 relative) under the same column names, when both raise, or when colmz refuses by name
 (``UnsupportedSQL``). A raw DuckDB error or a different answer fails, except where
@@ -218,6 +225,7 @@ def _compound(kind: str, sub, safe) -> st.SearchStrategy[str]:
             _binary(f, ["+", "-"]), _divide(f, f, ("/",)),
             _binary(f, ["+"], sub("int")),
             # (by a number literal: 0 is no underflow, -1 and 0.5 no overflow)
+            # KNOWN: mod() and % of a float8 do not exist in PostgreSQL; DuckDB answers them.
             _binary(f, ["*"], st.sampled_from(["0", "-1", "0.5"])),
             sub("int").map(lambda e: f"{_p(e)}::float8"),
             sub("numeric").map(lambda e: f"{_p(e)}::float8"),
@@ -352,7 +360,7 @@ def _compound(kind: str, sub, safe) -> st.SearchStrategy[str]:
         j = sub("jsonb")
         options += [j.map(lambda e: f"{_p(e)} -> 0"), j.map(lambda e: f"{_p(e)} -> 'b'"),
                     j.map(lambda e: f"{_p(e)} -> -1"),
-                    _binary(j, ["||"]).map(lambda e: f"CASE WHEN true THEN {e} END"),
+                    _binary(j, ["||"]),
                     j.map(lambda e: f"{_p(e)} - 'a'")]
     return st.one_of(*options)
 
@@ -397,7 +405,10 @@ def queries(draw) -> str:
         return (f"SELECT DISTINCT ON ({on}) {on} AS d, {key}, {named[0]} FROM {table} "
                 f"ORDER BY {on}{desc}, {key}{draw(st.sampled_from(['', ' DESC']))}")
     if shape == "setop":
-        # two projections of one kind joined by a set operation (duplicates and NULLs kept apart)
+        # two projections of one kind joined by a set operation (duplicates and NULLs kept apart).
+        # KNOWN: a bare string literal in one branch beside another type in the other takes that
+        # type in PostgreSQL (SELECT age ... UNION SELECT '5' is integer); DuckDB makes the
+        # column text. Both branches here are of one kind (a text literal only beside text).
         kind = draw(st.sampled_from(["int", "text", "float", "date", "bool"]))
         other = draw(st.sampled_from(sorted(t for t in TABLES if TABLES[t].get(kind)) or [table]))
         a, b = draw(expr(kind, cols, 1)), draw(expr(kind, TABLES[other], 1))
