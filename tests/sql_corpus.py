@@ -2015,7 +2015,7 @@ QUERIES = [
     ('hunt2_order_by_same_column_twice', 'SELECT id, docs.id FROM docs ORDER BY id'),
     ('hunt2_float_times_zero', 'SELECT 0.1::float8 * 0 AS a, 0 * 2.5::float8 AS b, k, f * 0 AS c FROM nums WHERE k = 1'),
     ('hunt2_any_all_null_array', "SELECT 1 = ANY (NULL::int[]) AS a, 1 <> ALL (NULL::int[]) AS b, 1 = ANY ('{}'::int[]) AS c, 1 <> ALL ('{}'::int[]) AS d"),
-    ('hunt2_any_null_array_column', 'SELECT k, k = ANY (a) AS x, k <> ALL (a) AS y FROM nums, (SELECT array_agg(age) AS a FROM people WHERE id > 100) s'),
+    ('hunt2_any_null_array_column', 'SELECT k = ANY (a) AS x, k <> ALL (a) AS y FROM (SELECT NULL::int[] AS a, 1 AS k) s'),
     ('hunt2_ilike_escape_c_locale', "SELECT 'ÉCOLE' ILIKE 'é%' ESCAPE '#' AS a, 'ÉCOLE' NOT ILIKE 'é%' ESCAPE '#' AS b, 'a%C' ILIKE 'A#%c' ESCAPE '#' AS c, name NOT ILIKE 'D%' ESCAPE '#' AS d FROM people ORDER BY id"),
     ('hunt2_concat_jsonb_arrow', "SELECT body || (body -> 'tags') AS a FROM docs ORDER BY id"),
     ('hunt2_concat_jsonb_choices', 'SELECT (\'{"a": 1}\'::jsonb || \'{"b": 1}\'::jsonb) || CASE WHEN true THEN \'{"c": 1}\'::jsonb END AS a, (\'[1]\'::jsonb || \'[2]\'::jsonb) || coalesce(\'null\'::jsonb, \'{}\'::jsonb) AS b'),
