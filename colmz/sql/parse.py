@@ -818,6 +818,8 @@ def rename_like_postgres(table: pa.Table, query: str) -> pa.Table:
     ['max']
     """
     names = output_names(query)
+    if names is not None:
+        _check_order_names(query, names)
     if names is None or len(names) != table.num_columns:
         # a column translate marked as a repeated name (a subquery's second ?column? under
         # a *) gets its name back (colmz.sql.transforms.duplicate_name)
@@ -826,6 +828,25 @@ def rename_like_postgres(table: pa.Table, query: str) -> pa.Table:
         columns = [undo_duplicate_name(c) for c in table.column_names]
         return table if columns == table.column_names else table.rename_columns(columns)
     return table.rename_columns([n if n is not None else c for n, c in zip(names, table.column_names)])
+
+
+def _check_order_names(query: str, names: list) -> None:
+    # PostgreSQL reads a bare name in ORDER BY as an output column first: a name that two
+    # output columns of different expressions bear is its error (DuckDB takes one of them).
+    # Expressions are compared by their text without spaces or case, a column by its name
+    # (a superset of equal).
+    if "?" in query or "#>" in query:  # (jsonb's operators, as output_names reads them)
+        return
+    q = parse_tree(blank_hints(query))[0]
+    if q.type != "SELECT_NODE":
+        return
+    for m in q.modifiers:
+        for e in m.expressions if m.type == "ORDER_MODIFIER" else ():
+            if e.cls == "COLUMN_REF" and len(e.name) == 1:
+                texts = {x.name[-1].lower() if x.cls == "COLUMN_REF" else "".join(query[x.start : x.end].split()).lower()
+                         for x, n in zip(q.items, names) if n == e.name[0] and x.start >= 0}
+                if len(texts) > 1:
+                    raise SQLError(f'ORDER BY "{e.name[0]}" is ambiguous')
 
 
 #: The names PostgreSQL's grammar gives the SQL spellings of its types; a cast names its

@@ -190,12 +190,22 @@ def run_query(con, translated: str, t: int, form: str | None = None):
                 raise
             if i + 1 < len(forms) and _NOW_TYPE_ERROR.search(str(e)):
                 continue
-            for pattern, error, message in _ERRORS:
-                m = pattern.search(str(e))
-                if m:
-                    raise error(message(m)) from None
-            raise SQLError(str(e)) from None
+            raise duckdb_error(e) from None
     raise AssertionError("unreachable")  # pragma: no cover
+
+
+def duckdb_error(e: Exception) -> SQLError:
+    """DuckDB's error ``e`` as colmz raises it: the first of :data:`_ERRORS` that matches
+    (PostgreSQL's words, or ``UnsupportedSQL`` naming the construct), else ``SQLError``.
+
+    >>> print(duckdb_error(ValueError('Parser Error: syntax error at or near "OVERLAPS"')))
+    OVERLAPS is not supported by colmz (DuckDB's grammar has none)
+    """
+    for pattern, error, message in _ERRORS:
+        m = pattern.search(str(e))
+        if m:
+            return error(message(m))
+    return SQLError(str(e))
 
 
 def _UDF_ERROR(message: str) -> re.Pattern:  # noqa: N802 - reads as the pattern it makes
@@ -218,7 +228,7 @@ _ERRORS = (
                 r"format|null character not permitted|cannot cast jsonb \w+ to type [\w ]+"
                 r"|multidimensional arrays must have array expressions with matching dimensions|"
                 + "|".join(AGG_ARRAYS_ERRORS) + "|"
-                + pgfuncs.ERROR_MESSAGES + ")$"), SQLError,
+                + pgfuncs.ERROR_MESSAGES + "|field position must not be zero)$"), SQLError,
      lambda m: m.group(1)),
     # DuckDB's binder error for translate's numeric cast of text (``x + CAST(0 AS DECIMAL(1,0))``)
     (re.compile(r"'\+\((VARCHAR|STRING_LITERAL), DECIMAL\(1,0\)\)'"), UnsupportedSQL,
@@ -258,6 +268,31 @@ _ERRORS = (
     (re.compile(r"Binder Error: subqueries in lambda expressions are not supported"), UnsupportedSQL,
      lambda m: "a subquery as the argument of an array function colmz writes with a lambda (cardinality, "
                "array_length, array_to_string, ...) is not supported by colmz: select the function in the subquery"),
+    # DuckDB reads ISO forms only; PostgreSQL's date/time input also reads 'Jan 5 2024',
+    # '20240101', 'today', '10:00 pm'
+    (re.compile(r"Conversion Error: (?:invalid (date|timestamp) field format|(time) field value out of range): "
+                r"\"(.*?)\", expected format", re.DOTALL), UnsupportedSQL,
+     lambda m: f"the {m.group(1) or m.group(2)} text '{m.group(3)}' is not supported by colmz (DuckDB reads ISO "
+               "forms only, e.g. YYYY-MM-DD HH:MM:SS; PostgreSQL reads more)"),
+    # PostgreSQL's syntax DuckDB's parser lacks
+    (re.compile(r'Parser Error: syntax error at or near "(OVERLAPS)"|Parser Error: syntax error at or near "WITH"'
+                r".*?(FETCH) FIRST .*? WITH TIES", re.DOTALL), UnsupportedSQL,
+     lambda m: f"{'OVERLAPS' if m.group(1) else 'FETCH FIRST ... WITH TIES'} is not supported by colmz (DuckDB's "
+               "grammar has none)"),
+    # DuckDB computes a smallint with an integer literal as smallint, PostgreSQL as integer
+    (re.compile(r"Out of Range Error: Overflow in \w+ of INT16"), UnsupportedSQL,
+     lambda m: "smallint arithmetic past smallint's range is not supported by colmz (PostgreSQL computes a "
+               "smallint with an integer as integer, DuckDB as smallint): cast the smallint to int"),
+    # PostgreSQL's LIKE raises only when a row's text reaches a pattern's final escape, DuckDB always
+    (re.compile(r"Like pattern must not end with escape character"), UnsupportedSQL,
+     lambda m: "a LIKE pattern ending with its escape character is not supported by colmz"),
+    # PostgreSQL orders an aggregate's input by a constant (no order; a query's ORDER BY
+    # raises); DuckDB refuses both
+    (re.compile(r"Binder Error: ORDER BY non-integer literal has no effect"), UnsupportedSQL,
+     lambda m: "ORDER BY a constant other than an integer is not supported by colmz (PostgreSQL ignores "
+               "it in an aggregate or WITHIN GROUP, and raises in a query)"),
+    (re.compile(r"Out of Range Error: Overflow in left shift"), UnsupportedSQL,
+     lambda m: "a left shift past the sign bit is not supported by colmz (PostgreSQL's wraps, DuckDB raises)"),
     (re.compile(r"Out of Range Error: Cannot (left|right)-shift negative number"), UnsupportedSQL,
      lambda m: f"a {m.group(1)} shift of a negative number is not supported by colmz (DuckDB refuses it)"),
     # colmz's checks (a cast to a float type of a value that may be text, checked
@@ -307,7 +342,7 @@ def check_one_query(con, text: str) -> None:
     except Exception as e:
         if not type(e).__module__.startswith(("duckdb", "_duckdb")):
             raise
-        raise SQLError(str(e)) from None
+        raise duckdb_error(e) from None
     if len(stmts) != 1 or stmts[0].type.name != "SELECT":
         kinds = ", ".join(st.type.name for st in stmts)
         raise SQLError(

@@ -506,7 +506,7 @@ ARRAY_TO_STRING = RESERVED_PREFIX + "array_to_string"
 
 #: PostgreSQL's ``string_to_array(s, d)``: an empty ``s`` is an empty array, a NULL ``d``
 #: splits ``s`` into characters, an empty ``d`` keeps ``s`` whole; ``split_part`` with an
-#: empty delimiter is the whole string's one field; ``string_agg`` with a NULL delimiter joins
+#: empty delimiter is the whole string's one field, a field position 0 raises; ``string_agg`` with a NULL delimiter joins
 #: with none (DuckDB: one element, an element per character, NULL).
 STRING_TO_ARRAY = RESERVED_PREFIX + "string_to_array"
 SPLIT_PART = RESERVED_PREFIX + "split_part"
@@ -516,7 +516,8 @@ SPLITTING_MACROS = (
     f"CREATE OR REPLACE MACRO {STRING_TO_ARRAY}(s, d) AS CASE WHEN s IS NULL THEN NULL "
     "WHEN s = '' THEN CAST([] AS VARCHAR[]) WHEN d IS NULL THEN string_split(s, '') "
     "WHEN d = '' THEN [s] ELSE string_to_array(s, d) END",
-    f"CREATE OR REPLACE MACRO {SPLIT_PART}(s, d, n) AS CASE WHEN d = '' AND n <> 0 THEN "
+    f"CREATE OR REPLACE MACRO {SPLIT_PART}(s, d, n) AS CASE WHEN n = 0 AND s IS NOT NULL AND d IS NOT NULL "
+    "THEN error('field position must not be zero') WHEN d = '' AND n <> 0 THEN "
     "CASE WHEN n IN (1, -1) THEN s ELSE '' END ELSE split_part(s, d, n) END",
 )
 
@@ -736,8 +737,9 @@ def may_transform(text: str, toks) -> bool:
                 return True
             if x == "(" and 0 < i < n - 1 and (toks[i - 1].upper in ("SELECT", "DISTINCT") or toks[i - 1].text == ","):
                 opens.append(i)
+    # (the tokens split a shift operator: << is two "<")
     return _MAY_COMPARE_ROWS.search(text) is not None or (opens and _may_row_item(toks, opens)) \
-        or _may_name_derived(toks)
+        or _may_name_derived(toks) or "<<" in text or ">>" in text
 
 
 def _may_row_item(toks, opens: list[int]) -> bool:
@@ -1229,15 +1231,31 @@ def _subscript_chain(k: int) -> Rule:
     # element's type; DuckDB gives the sub-array): NULL subscripts added to one written as
     # lists, a refusal where the dimensions are known only when it runs (typeof, folded)
     def rule(c: Call) -> str | None:
-        root = c.node
+        root, indexes = c.node, []
         for _ in range(k):
-            root = root.children[0]
+            root, indexes = root.children[0], [root.children[1], *indexes]
+        body = _subscripts(c, root, indexes)
         if _is_list(root):
             d = len(_array_shape(root) or ())
-            return f"({c.text_of(c.node)}){'[NULL]' * (d - k)}" if d > k else None
+            return f"({body or c.text_of(c.node)}){'[NULL]' * (d - k)}" if d > k else body
         return (f"(CASE WHEN {RESERVED_PREFIX}array_dims({c.text_of(root)}) > {k} THEN {_FEWER_SUBSCRIPTS} "
-                f"ELSE {c.text_of(c.node)} END)")
+                f"ELSE {body or c.text_of(c.node)} END)")
     return rule
+
+
+def _subscripts(c: Call, root: Expression, indexes: list[Expression]) -> str | None:
+    # PostgreSQL's subscript below an array's lower bound (0, -1) is NULL, DuckDB's negative
+    # one counts from the end: an index that may be negative is made NULL there (greatest
+    # of a NULL index is -1; the index is evaluated once). None: no index may be negative.
+    def fixed(i: Expression) -> str:
+        if i.literal is not None and (i.literal.kind != "INTEGER" or i.literal.value >= 0):
+            return c.text_of(i)
+        return f"nullif(greatest({c.text_of(i)}, -1), -1)"
+
+    texts = [fixed(i) for i in indexes]
+    if texts == [c.text_of(i) for i in indexes]:
+        return None
+    return f"({c.text_of(root)})" + "".join(f"[{t}]" for t in texts)
 
 
 #: A slice of a column array_columns knows is an array.
@@ -1438,7 +1456,13 @@ def _like(c: Call) -> str | None:
     # PostgreSQL's LIKE escapes with a backslash by default; DuckDB's has no escape. An
     # ESCAPE clause makes another node (like_escape); a literal pattern without a backslash
     # means the same under either.
-    pattern = c.node.children[1]
+    # ILIKE folds ASCII letters only, as PostgreSQL's in the C locale (DuckDB's folds every
+    # cased letter): both sides lowered by lower's macro, then LIKE.
+    pattern, op = c.node.children[1], c.node.name[0]
+    if op in ("~~*", "!~~*"):
+        lower = CALL_MACROS["lower"]
+        like = "NOT LIKE" if op == "!~~*" else "LIKE"
+        return f"({lower}({c.args[0]}) {like} {lower}({c.args[1]}) ESCAPE '\\')"
     if pattern.literal is not None and pattern.literal.kind == "STRING" and "\\" not in pattern.literal.text:
         return None
     return c.text_of(c.node) + " ESCAPE '\\'"
@@ -1680,6 +1704,8 @@ def _concat(c: Call) -> str | None:
     jsonb = [_cast_type(k, c.text) == "jsonb" for k in kids]
     literal = [k.literal is not None and k.literal.kind == "STRING" for k in kids]
     if not (any(jsonb) or any(_json_literal(k) for k in kids)):
+        if any(_may_be_json(k, c.text) for k in kids):
+            raise UnsupportedSQL(_CONCAT_REFUSAL)  # (a json or jsonb value, not text)
         return _text_operands(c, kids)
     if all(j or lit for j, lit in zip(jsonb, literal)):
         if not any(jsonb):
@@ -1696,6 +1722,24 @@ def _concat(c: Call) -> str | None:
     raise UnsupportedSQL(_CONCAT_REFUSAL)
 
 
+#: The operators whose result is a json or jsonb value (DuckDB's nodes of them; ``->`` is
+#: DuckDB's LAMBDA node).
+_JSON_VALUE_OPS = frozenset({("->",), ("#>",), (jsonb.SPELLED["#>"],)})
+#: The calls whose value is one of their arguments'.
+_VALUE_CHOICES = frozenset({("||",), ("coalesce",), ("nullif",), ("greatest",), ("least",)})
+
+
+def _may_be_json(k: Expression, text: str) -> bool:
+    # Whether ``k`` may be a json or jsonb value: ->, #>, a cast to json or jsonb, or a
+    # choice among such values (||, coalesce, CASE, ...)
+    if k.cls == "LAMBDA" or (k.cls == "FUNCTION" and k.name in _JSON_VALUE_OPS):
+        return True
+    if k.cls == "CAST" and len(k.children) == 2:
+        return _type_text(k.children[1], text) in ("json", "jsonb")
+    if (k.cls == "FUNCTION" and k.name in _VALUE_CHOICES) or k.cls in ("CASE", "OPERATOR") and k.type in (
+            "CASE_EXPR", "OPERATOR_COALESCE", "OPERATOR_NULLIF"):
+        return any(_may_be_json(x, text) for x in k.children)
+    return False
 _CONCAT_REFUSAL = ("|| of jsonb (or a string literal holding JSON) and a value of a type colmz cannot tell is not "
                    "supported by colmz (PostgreSQL merges jsonb, concatenates text; colmz keeps jsonb columns as "
                    "text): cast both operands to jsonb or text")
@@ -1760,7 +1804,8 @@ JSONB_GET = RESERVED_PREFIX + "jsonb_get"
 def jsonb_get(doc: str | None, key: str | None, index: bool, text: bool) -> str | None:
     """PostgreSQL's ``doc -> key`` (``text`` false) or ``doc ->> key`` (``text`` true) of the
     jsonb text ``doc``: an object's field (``key`` a name) or an array's element (``index``:
-    ``key`` an integer, negative from the end); ``None`` when there is none. ``->`` gives
+    ``key`` an integer, negative from the end; a scalar is an array of itself alone, as
+    PostgreSQL stores it); ``None`` when there is none. ``->`` gives
     PostgreSQL's jsonb text of the value, ``->>`` a string's own text (a JSON null is NULL).
     DuckDB's JSON functions reprint numbers as doubles (1.50 as 1.5): the value is read from
     the text here, numbers as ``numeric``.
@@ -1769,11 +1814,15 @@ def jsonb_get(doc: str | None, key: str | None, index: bool, text: bool) -> str 
     '[1.50, {"x": null, "y": 1}]'
     >>> jsonb_get('[1, "q"]', "-1", True, True), jsonb_get('{"a": null}', "a", False, True)
     ('q', None)
+    >>> jsonb_get('"s"', "0", True, False), jsonb_get('"s"', "1", True, False)
+    ('"s"', None)
     """
     if doc is None or key is None:
         return None
     v = _jsonb_load(doc)
     if index:
+        if not isinstance(v, (list, dict)):
+            v = [v]  # PostgreSQL keeps a scalar as an array of one: '1'::jsonb -> 0 is 1
         if not isinstance(v, list):
             return None
         i = int(key)
@@ -1833,6 +1882,9 @@ def _jsonb_arrow(c: Call) -> str:
     json = _json_document(c, lhs)
     key = rhs
     if not c.text[: rhs.start].rstrip().endswith("("):
+        if key.cls == "LAMBDA" and key.children and key.children[0].name == ("||",) \
+                and key.children[0].start == key.start >= 0:
+            key = key.children[0]  # a -> 'k' || x -> 'j': DuckDB's a -> (('k' || x) -> 'j')
         while _looser(key) and key.children and key.children[0].start == key.start >= 0:
             if key.name and key.name[0] in _JSONB_OPS:
                 # ``a -> 'k' ? 'x'`` is ``(a -> 'k') ? 'x'`` in PostgreSQL (DuckDB reads the
@@ -1951,6 +2003,12 @@ def _regexp_operator(c: Call, node: Expression | None = None) -> str | None:
         options = kids[2].literal.text + "s"
     else:
         return None
+    p = kids[1].literal
+    if "i" in options and p is not None and p.kind == "STRING" and not p.text.isascii():
+        # PostgreSQL's case-insensitive match folds ASCII letters only in the C locale, RE2 every one
+        raise UnsupportedSQL("a case-insensitive regular expression match (~*, !~*, flag i) with a pattern "
+                             "holding non-ASCII text is not supported by colmz (PostgreSQL folds ASCII "
+                             "letters only, DuckDB every cased letter)")
     return f"{REGEXP_MATCH}({c.text_of(kids[0])}, {c.text_of(kids[1])}, '{options}')"
 
 
@@ -2167,8 +2225,9 @@ def float_check(body: str, leaves: list[str], products: bool) -> str:
 
 
 def products_only(e: Expression) -> bool:
-    """Whether the arithmetic subtree ``e`` is binary ``*`` and ``/`` only (a zero from
-    nonzero finite leaves is then an underflow)."""
+    """Whether the arithmetic subtree ``e`` is binary ``*`` and ``/`` only, with no number
+    literal 0 (a zero from nonzero finite leaves is then an underflow; the literals are not
+    among :func:`arith_leaves`)."""
     stack = [e]
     while stack:
         n = stack.pop()
@@ -2176,6 +2235,9 @@ def products_only(e: Expression) -> bool:
             if n.name[0] not in ("*", "/", "//") or len(n.children) != 2:
                 return False
             stack.extend(n.children)
+        elif n.cls == "CONSTANT" and n.literal is not None and n.literal.kind in ("INTEGER", "NUMERIC") \
+                and float(n.literal.text) == 0:
+            return False
     return True
 
 
@@ -2683,6 +2745,56 @@ for _op, _rule in jsonb.OPERATORS.items():  # (a rule may give None: not jsonb)
 # jsonb - text (None for any other -)
 _when(("-",), jsonb.MINUS, lambda e, w: e.cls == "FUNCTION" and len(e.children) == 2)
 _when(_LIKES, _like, lambda e, w: len(e.children) == 2, words=("like", "ilike"), ops=_LIKES)
+
+
+def _ilike_escape(c: Call) -> str:
+    # ILIKE ... ESCAPE: as ILIKE, the C locale's ASCII folding (lower's macro) then LIKE. A
+    # NOT ILIKE's node spans its NOT (DuckDB's NOT around it spans the same text).
+    x, p, _ = c.arguments
+    negated = "NOT" in c.text[x.end : p.start].upper().split()
+    lower = CALL_MACROS["lower"]
+    return f"({lower}({c.args[0]}) {'NOT ' if negated else ''}LIKE {lower}({c.args[1]}) ESCAPE {c.args[2]})"
+
+
+_when(("ilike_escape",), _ilike_escape, lambda e, w: e.cls == "FUNCTION" and len(e.children) == 3
+      and min(k.start for k in e.children) >= 0, words=("ilike",))
+
+
+def _quantified_array(e: Expression, w: _Walk) -> Expression | None:
+    # The array of x op ANY (array) -- DuckDB's subquery over unnest(array), written without
+    # SELECT -- or of x op ALL (array), NOT of such a subquery: None for any other node.
+    # The node's span must hold the array (an ALL's subquery spans x alone).
+    if e.type == "OPERATOR_NOT" and len(e.children) == 1:
+        e, whole = e.children[0], e
+    else:
+        whole = e
+    q = e.subquery
+    if not (e.cls == "SUBQUERY" and e.children and q is not None and q.from_ is None and len(q.items) == 1
+            and q.items[0].name == ("unnest",) and len(q.items[0].children) == 1 and q.items[0].start >= 0):
+        return None
+    u = q.items[0]
+    if not (whole.start <= u.start and u.end <= whole.end) or \
+            w.text[whole.start : u.start].rstrip().upper().endswith("SELECT"):
+        return None
+    return None if u.children[0].type == "ARRAY_CONSTRUCTOR" else u.children[0]  # (ARRAY[..] is never NULL)
+
+
+def _null_array_quantified(c: Call) -> str:
+    # PostgreSQL's x op ANY/ALL of a NULL array is NULL; DuckDB's (an empty unnest) false/true
+    n = c.node.children[0] if c.node.type == "OPERATOR_NOT" else c.node
+    arr = n.subquery.items[0].children[0]
+    return f"(CASE WHEN ({c.text_of(arr)}) IS NULL THEN NULL ELSE {c.text_of(c.node)} END)"
+
+
+_when(("SUBQUERY", "OPERATOR_NOT"), _null_array_quantified, lambda e, w: _quantified_array(e, w) is not None,
+      words=("any", "some", "all"))
+# PostgreSQL shifts an integer by its count modulo the width (1 << 32 is 1, 1 >> 32 is 1);
+# DuckDB raises or gives 0: only a constant count below 32 means the same in both.
+_when(("<<", ">>"), _refuse("a shift by a count that is not a constant from 0 to 31 is not supported by colmz "
+                            "(PostgreSQL takes the count modulo the integer's width, DuckDB does not)"),
+      lambda e, w: e.cls == "FUNCTION" and len(e.children) == 2 and not (
+          e.children[1].literal is not None and e.children[1].literal.kind == "INTEGER"
+          and 0 <= e.children[1].literal.value < 32), ops=("<<", ">>"))
 
 
 #: Function name as written (lower case) -> rule: the DuckDB text of the call's span, or
