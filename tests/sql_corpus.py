@@ -2037,6 +2037,13 @@ QUERIES = [
     ("aggarr_fail_ragged", "SELECT array_agg(a) AS m FROM (VALUES (ARRAY[1]), (ARRAY[2, 3])) v(a)"),
     ("aggarr_fail_null", "SELECT array_agg(a) AS m FROM (VALUES (ARRAY[1]), (NULL::int[])) v(a)"),
     ("aggarr_fail_empty", "SELECT array_agg(a) AS m FROM (VALUES (ARRAY[1]), ('{}'::int[])) v(a)"),
+    ("aggarr_fail_first_empty", "SELECT array_agg(a ORDER BY k) AS m FROM (VALUES (1, '{}'::int[]), (2, ARRAY[1])) v(k, a)"),
+    ("aggarr_fail_null_first", "SELECT array_agg(a ORDER BY k) AS m FROM (VALUES (1, ARRAY[1]), (2, NULL), "
+                               "(3, ARRAY[1, 2])) v(k, a)"),
+    ("aggarr_fail_ragged_first", "SELECT array_agg(a ORDER BY k) AS m FROM (VALUES (1, ARRAY[1]), (2, ARRAY[1, 2]), "
+                                 "(3, NULL)) v(k, a)"),
+    ("aggarr_filtered_out", "SELECT array_agg(a) FILTER (WHERE false) AS m, array_agg(a ORDER BY a) AS n "
+                            "FROM (VALUES (ARRAY[[1, 2]]), (ARRAY[[3, NULL]])) v(a)"),
     # --- PostgreSQL's functions DuckDB lacks, as Materialize documents them (colmz.sql.pgfuncs):
     # to_char's templates, date_bin, justify_*, quote_*, a null text of array_to_string /
     # string_to_array, interval / number, time - time, interval::time; mzf_fail_* raise

@@ -2108,10 +2108,16 @@ TRANSFORM_MACROS = (
     "THEN [e FOR e IN x IF false] WHEN list_bool_or([e IS NULL OR len(e) = 0 FOR e IN x]) "
     f"OR len(list_distinct([{_ARRAY_SHAPE} FOR e IN x])) > 1 THEN error('multidimensional arrays must have array "
     "expressions with matching dimensions') ELSE x END",
-    f"CREATE OR REPLACE MACRO {AGG_ARRAYS}(r) AS CASE WHEN typeof(r) NOT LIKE '%[][]' THEN r "
-    f"WHEN list_bool_or([e IS NULL FOR e IN r]) THEN error('{AGG_ARRAYS_ERRORS[0]}') "
-    f"WHEN list_bool_or([json_array_length(to_json(e)) = 0 FOR e IN r]) THEN error('{AGG_ARRAYS_ERRORS[1]}') "
-    f"WHEN len(list_distinct([{_ARRAY_SHAPE} FOR e IN r])) > 1 THEN error('{AGG_ARRAYS_ERRORS[2]}') ELSE r END",
+    # (the first input failing raises, as PostgreSQL checks each in turn: NULL, an empty first
+    # one, another shape than the first's)
+    f"CREATE OR REPLACE MACRO {AGG_ARRAYS}(r) AS CASE WHEN typeof(r) NOT LIKE '%[][]' OR r IS NULL THEN r "
+    f"WHEN r[1] IS NULL THEN error('{AGG_ARRAYS_ERRORS[0]}') "
+    f"WHEN json_array_length(to_json(r[1])) = 0 THEN error('{AGG_ARRAYS_ERRORS[1]}') "
+    f"ELSE {AGG_ARRAYS}_first(r, list_position([e IS NULL FOR e IN r], true), "
+    f"list_position([e IS NOT NULL AND {_ARRAY_SHAPE.replace('(e)', '(r[1])')} <> {_ARRAY_SHAPE} FOR e IN r], "
+    "true)) END",
+    f"CREATE OR REPLACE MACRO {AGG_ARRAYS}_first(r, n, d) AS CASE WHEN n > 0 AND (d IS NULL OR d = 0 OR n < d) "
+    f"THEN error('{AGG_ARRAYS_ERRORS[0]}') WHEN d > 0 THEN error('{AGG_ARRAYS_ERRORS[2]}') ELSE r END",
     f"CREATE OR REPLACE MACRO {DATE_TRUNC_UNIT}(u) AS CASE WHEN lower(u) IN "
     f"({', '.join(repr(x) for x in sorted(_ORDINAL_UNITS))}) THEN error('date_trunc(''' || u || "
     f"''', ...) is not supported by colmz ({_ORDINAL_REASON.replace(chr(39), chr(39) * 2)})') ELSE u END",
