@@ -2042,6 +2042,10 @@ QUERIES = [
                                "(3, ARRAY[1, 2])) v(k, a)"),
     ("aggarr_fail_ragged_first", "SELECT array_agg(a ORDER BY k) AS m FROM (VALUES (1, ARRAY[1]), (2, ARRAY[1, 2]), "
                                  "(3, NULL)) v(k, a)"),
+    # % and mod() exist of integers and numeric only in PostgreSQL
+    ("mod_of_integers", "SELECT id, id % 3 AS a, mod(age, 7) AS b, -age % 4 AS c FROM people ORDER BY id"),
+    ("mod_of_numeric", "SELECT mod(7.5, 2) AS a, -7.5 % 2 AS b, mod(10::numeric, 3) AS c"),
+    ("mod_of_float_refused", "SELECT x % 2 AS a FROM (VALUES (5.5::float8)) v(x)"),
     ("aggarr_filtered_out", "SELECT array_agg(a) FILTER (WHERE false) AS m, array_agg(a ORDER BY a) AS n "
                             "FROM (VALUES (ARRAY[[1, 2]]), (ARRAY[[3, NULL]])) v(a)"),
     # --- PostgreSQL's functions DuckDB lacks, as Materialize documents them (colmz.sql.pgfuncs):

@@ -660,6 +660,12 @@ AVG_OF_INTERVAL = ("avg() of an interval is not supported by colmz (PostgreSQL d
                    "its own rounding of months, days and microseconds)")
 
 
+#: PostgreSQL has ``%`` and ``mod()`` of integers and numeric only (a float8 or real operand
+#: raises "operator does not exist"); DuckDB computes them of doubles. The macro is folded
+#: away when the query is bound unless an operand is a float, which is refused when it runs.
+MOD = RESERVED_PREFIX + "mod"
+
+
 def _avg(c: Call) -> str | None:
     # The argument (the first child in the text: FILTER, ORDER BY and OVER come after it)
     # goes through NOT_INTERVAL; the rest of the call's span is kept as written.
@@ -2108,6 +2114,9 @@ TRANSFORM_MACROS = (
     "THEN [e FOR e IN x IF false] WHEN list_bool_or([e IS NULL OR len(e) = 0 FOR e IN x]) "
     f"OR len(list_distinct([{_ARRAY_SHAPE} FOR e IN x])) > 1 THEN error('multidimensional arrays must have array "
     "expressions with matching dimensions') ELSE x END",
+    f"CREATE OR REPLACE MACRO {MOD}(a, b) AS CASE WHEN typeof(a) IN ('DOUBLE', 'FLOAT') OR typeof(b) IN "
+    "('DOUBLE', 'FLOAT') THEN error('% or mod() of a float is not supported by colmz (PostgreSQL has them of "
+    "integers and numeric only)') ELSE a % b END",
     # (the first input failing raises, as PostgreSQL checks each in turn: NULL, an empty first
     # one, another shape than the first's)
     f"CREATE OR REPLACE MACRO {AGG_ARRAYS}(r) AS CASE WHEN typeof(r) NOT LIKE '%[][]' OR r IS NULL THEN r "
@@ -2794,6 +2803,8 @@ def _null_array_quantified(c: Call) -> str:
 
 _when(("SUBQUERY", "OPERATOR_NOT"), _null_array_quantified, lambda e, w: _quantified_array(e, w) is not None,
       words=("any", "some", "all"))
+_when(("%",), lambda c: f"{MOD}({c.args[0]}, {c.args[1]})", lambda e, w: e.cls == "FUNCTION"
+      and len(e.children) == 2, ops=("%",))
 # PostgreSQL shifts an integer by its count modulo the width (1 << 32 is 1, 1 >> 32 is 1);
 # DuckDB raises or gives 0: only a constant count below 32 means the same in both.
 _when(("<<", ">>"), _refuse("a shift by a count that is not a constant from 0 to 31 is not supported by colmz "
@@ -2820,7 +2831,7 @@ CALLS: dict[str, Rule] = {
     **dict.fromkeys(_POLYMORPHIC, _polymorphic),
     "array_agg": lambda c: f"{AGG_ARRAYS}({c.by(lambda c: _polymorphic(c) or _sorted_distinct(c))})",
     "pg_typeof": _refuse("pg_typeof() is not supported by colmz (DuckDB names its own types)"),
-    "sum": _sum_of_real, "concat": _concat_call, "concat_ws": _concat_call, "avg": _avg,
+    "sum": _sum_of_real, "concat": _concat_call, "concat_ws": _concat_call, "avg": _avg, "mod": _macro(MOD, 2),
     # PostgreSQL's jsonb functions, initcap, regexp_match (colmz.sql.jsonb; its operators
     # are entries below, the looser chain of ``->`` _jsonb_arrow's)
     **jsonb.CALLS,

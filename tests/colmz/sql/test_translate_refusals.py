@@ -64,6 +64,9 @@ def test_answers_as_postgres(sql, rows):
     ("SELECT avg(x) OVER (ORDER BY x) AS a FROM (VALUES (interval '1 day')) v(x)", r"avg\(\) of an interval"),
     # an array's text by the other operand's type (PostgreSQL's {a,b}, DuckDB's [a, b])
     ("SELECT a = '{1,2}' AS e FROM (VALUES (ARRAY[1, 2])) v(a)", r"the text '\{1,2\}' read as integer\[\]"),
+    # PostgreSQL has % and mod() of integers and numeric only
+    ("SELECT mod(x, 2) AS a FROM (VALUES (5.5::real)) v(x)", r"% or mod\(\) of a float"),
+    ("SELECT 5.5::float8 % 2 AS a", r"% or mod\(\) of a float"),
     # a subquery inside an array function colmz writes with a lambda
     ("SELECT cardinality(ARRAY(SELECT x FROM (VALUES (1)) u(x) WHERE u.x = v.x)) AS c FROM (VALUES (1)) v(x)",
      "a subquery as the argument of an array function"),
