@@ -2045,6 +2045,11 @@ QUERIES = [
     # % and mod() exist of integers and numeric only in PostgreSQL
     ("mod_of_integers", "SELECT id, id % 3 AS a, mod(age, 7) AS b, -age % 4 AS c FROM people ORDER BY id"),
     ("mod_of_numeric", "SELECT mod(7.5, 2) AS a, -7.5 % 2 AS b, mod(10::numeric, 3) AS c"),
+    # percentile_cont interpolates double precision and interval values only
+    ("pct_cont_numbers", "SELECT percentile_cont(0.5) WITHIN GROUP (ORDER BY age) AS a, "
+                         "percentile_cont(ARRAY[0.25, 0.75]) WITHIN GROUP (ORDER BY score) AS b FROM people"),
+    ("pct_cont_date_refused", "SELECT percentile_cont(0.5) WITHIN GROUP (ORDER BY joined) AS a FROM people"),
+    ("pct_disc_date", "SELECT percentile_disc(0.5) WITHIN GROUP (ORDER BY joined) AS a FROM people"),
     ("mod_of_float_refused", "SELECT x % 2 AS a FROM (VALUES (5.5::float8)) v(x)"),
     ("aggarr_filtered_out", "SELECT array_agg(a) FILTER (WHERE false) AS m, array_agg(a ORDER BY a) AS n "
                             "FROM (VALUES (ARRAY[[1, 2]]), (ARRAY[[3, NULL]])) v(a)"),

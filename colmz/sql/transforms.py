@@ -589,7 +589,7 @@ _JSONB_OPS = frozenset(jsonb.OPERATORS)
 
 #: The name of DuckDB's node for a call written otherwise: a node is the call written at its
 #: start only when its own name is the one written (``f(x) * 2`` is a ``*`` node there).
-_ALIASES = {"extract": "date_part"}
+_ALIASES = {"extract": "date_part", "percentile_cont": "quantile_cont"}
 
 #: A conditional construct around a set-returning call: PostgreSQL refuses one there.
 _CONDITIONAL = {"OPERATOR_COALESCE": "coalesce()", "CASE_EXPR": "CASE"}
@@ -664,6 +664,12 @@ AVG_OF_INTERVAL = ("avg() of an interval is not supported by colmz (PostgreSQL d
 #: raises "operator does not exist"); DuckDB computes them of doubles. The macro is folded
 #: away when the query is bound unless an operand is a float, which is refused when it runs.
 MOD = RESERVED_PREFIX + "mod"
+
+
+#: PostgreSQL's percentile_cont interpolates double precision and interval values only (of a
+#: date or time it raises "function does not exist"); DuckDB's interpolates those too. The
+#: macro wraps the call's result: folded away unless it is a date or time, refused when it runs.
+PERCENTILE_CONT = RESERVED_PREFIX + "percentile_cont"
 
 
 def _avg(c: Call) -> str | None:
@@ -2114,6 +2120,9 @@ TRANSFORM_MACROS = (
     "THEN [e FOR e IN x IF false] WHEN list_bool_or([e IS NULL OR len(e) = 0 FOR e IN x]) "
     f"OR len(list_distinct([{_ARRAY_SHAPE} FOR e IN x])) > 1 THEN error('multidimensional arrays must have array "
     "expressions with matching dimensions') ELSE x END",
+    f"CREATE OR REPLACE MACRO {PERCENTILE_CONT}(r) AS CASE WHEN typeof(r) IN ('DATE', 'TIME', 'TIMESTAMP', "
+    "'TIMESTAMP WITH TIME ZONE', 'TIME WITH TIME ZONE') THEN error('percentile_cont() of a date or time is not "
+    "supported by colmz (PostgreSQL has it of double precision and interval only)') ELSE r END",
     f"CREATE OR REPLACE MACRO {MOD}(a, b) AS CASE WHEN typeof(a) IN ('DOUBLE', 'FLOAT') OR typeof(b) IN "
     "('DOUBLE', 'FLOAT') THEN error('% or mod() of a float is not supported by colmz (PostgreSQL has them of "
     "integers and numeric only)') ELSE a % b END",
@@ -2832,6 +2841,7 @@ CALLS: dict[str, Rule] = {
     "array_agg": lambda c: f"{AGG_ARRAYS}({c.by(lambda c: _polymorphic(c) or _sorted_distinct(c))})",
     "pg_typeof": _refuse("pg_typeof() is not supported by colmz (DuckDB names its own types)"),
     "sum": _sum_of_real, "concat": _concat_call, "concat_ws": _concat_call, "avg": _avg, "mod": _macro(MOD, 2),
+    "percentile_cont": lambda c: None if c.table else f"{PERCENTILE_CONT}({c.by(None)})",
     # PostgreSQL's jsonb functions, initcap, regexp_match (colmz.sql.jsonb; its operators
     # are entries below, the looser chain of ``->`` _jsonb_arrow's)
     **jsonb.CALLS,

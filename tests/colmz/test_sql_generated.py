@@ -225,7 +225,7 @@ def _compound(kind: str, sub, safe) -> st.SearchStrategy[str]:
             _binary(f, ["+", "-"]), _divide(f, f, ("/",)),
             _binary(f, ["+"], sub("int")),
             # (by a number literal: 0 is no underflow, -1 and 0.5 no overflow)
-            # KNOWN: mod() and % of a float8 do not exist in PostgreSQL; DuckDB answers them.
+            # (mod() and % of a float8 do not exist in PostgreSQL; colmz refuses them by name)
             _binary(f, ["*"], st.sampled_from(["0", "-1", "0.5"])),
             sub("int").map(lambda e: f"{_p(e)}::float8"),
             sub("numeric").map(lambda e: f"{_p(e)}::float8"),

@@ -67,6 +67,9 @@ def test_answers_as_postgres(sql, rows):
     # PostgreSQL has % and mod() of integers and numeric only
     ("SELECT mod(x, 2) AS a FROM (VALUES (5.5::real)) v(x)", r"% or mod\(\) of a float"),
     ("SELECT 5.5::float8 % 2 AS a", r"% or mod\(\) of a float"),
+    # PostgreSQL's percentile_cont of a date or time does not exist
+    ("SELECT percentile_cont(0.5) WITHIN GROUP (ORDER BY x) AS p FROM (VALUES (DATE '2024-01-01')) v(x)",
+     r"percentile_cont\(\) of a date or time"),
     # a subquery inside an array function colmz writes with a lambda
     ("SELECT cardinality(ARRAY(SELECT x FROM (VALUES (1)) u(x) WHERE u.x = v.x)) AS c FROM (VALUES (1)) v(x)",
      "a subquery as the argument of an array function"),
