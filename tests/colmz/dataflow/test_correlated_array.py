@@ -21,7 +21,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from sql_oracle import require
 from test_maintained import contents
-from test_views_postgres import POOLS, TABLES, check, insert, setup_bodies, statement
+from test_views_postgres import POOLS, TABLES, check, commit_each, insert, setup_bodies, statement
 
 import colmz
 from colmz.sql import UnsupportedSQL
@@ -118,11 +118,7 @@ def test_correlated_arrays_equal_postgres_after_a_fixed_script(pg):
     counts: Counter = Counter()
     cat = setup_bodies(pg, VIEWS)
     check(pg, cat, NAMES, "creation", counts)
-    for stmts in SCRIPT:
-        for s in stmts:
-            pg.execute(s)
-        cat.execute("; ".join(stmts))
-        check(pg, cat, NAMES, "; ".join(stmts), counts)
+    commit_each(SCRIPT, lambda text: check(pg, cat, NAMES, text, counts), pg, cat)
     assert counts["compared"] == len(NAMES) * (len(SCRIPT) + 1)
 
 
@@ -132,11 +128,7 @@ def test_correlated_arrays_equal_postgres_after_a_fixed_script(pg):
 def test_correlated_arrays_equal_postgres_after_random_scripts(pg, script):
     counts: Counter = Counter()
     cat = setup_bodies(pg, VIEWS)
-    for stmts in script:
-        for s in stmts:
-            pg.execute(s)
-        cat.execute("; ".join(stmts))
-        check(pg, cat, NAMES, "; ".join(stmts), counts)
+    commit_each(script, lambda text: check(pg, cat, NAMES, text, counts), pg, cat)
 
 
 def _equal_to_the_recompute(inc: colmz.Catalog, rec: colmz.Catalog, after: str) -> None:
@@ -150,11 +142,7 @@ def _equal_to_the_recompute(inc: colmz.Catalog, rec: colmz.Catalog, after: str) 
 def test_correlated_arrays_equal_the_recompute_after_random_scripts(script):
     inc, rec = catalog(colmz.Catalog(views="incremental")), catalog(colmz.Catalog(views="recompute"))
     _equal_to_the_recompute(inc, rec, "creation")
-    for stmts in script:
-        text = "; ".join(stmts)
-        inc.execute(text)
-        rec.execute(text)
-        _equal_to_the_recompute(inc, rec, text)
+    commit_each(script, lambda text: _equal_to_the_recompute(inc, rec, text), inc, rec)
 
 
 def test_durable_correlated_arrays_resume_from_their_state(tmp_path):

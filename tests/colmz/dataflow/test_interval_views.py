@@ -24,6 +24,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from interval_oracle import colmz_rows, pg_rows, value
 from sql_oracle import require
+from test_views_postgres import commit_each
 
 import colmz
 
@@ -171,11 +172,7 @@ def test_interval_views_are_maintained_unless_keyed_on_an_interval():
 def test_interval_views_equal_postgres_after_a_fixed_script(pg):
     cat = setup_pg(pg)
     check_pg(pg, cat, "creation")
-    for stmts in SCRIPT:
-        for s in stmts:
-            pg.execute(s)
-        cat.execute("; ".join(stmts))
-        check_pg(pg, cat, "; ".join(stmts))
+    commit_each(SCRIPT, lambda text: check_pg(pg, cat, text), pg, cat)
 
 
 @settings(max_examples=us.examples(10), deadline=None, database=None,
@@ -183,11 +180,7 @@ def test_interval_views_equal_postgres_after_a_fixed_script(pg):
 @given(st.lists(st.lists(statement(), min_size=1, max_size=3), min_size=1, max_size=5))
 def test_interval_views_equal_postgres_after_random_scripts(pg, script):
     cat = setup_pg(pg)
-    for stmts in script:
-        for s in stmts:
-            pg.execute(s)
-        cat.execute("; ".join(stmts))
-        check_pg(pg, cat, "; ".join(stmts))
+    commit_each(script, lambda text: check_pg(pg, cat, text), pg, cat)
 
 
 def contents(cat, name: str) -> Counter:
@@ -209,11 +202,7 @@ def _equal_to_the_recompute(inc: colmz.Catalog, rec: colmz.Catalog, after: str) 
 def test_interval_views_equal_the_recompute_after_random_scripts(script):
     inc, rec = catalog(colmz.Catalog(views="incremental")), catalog(colmz.Catalog(views="recompute"))
     _equal_to_the_recompute(inc, rec, "creation")
-    for stmts in script:
-        text = "; ".join(stmts)
-        inc.execute(text)
-        rec.execute(text)
-        _equal_to_the_recompute(inc, rec, text)
+    commit_each(script, lambda text: _equal_to_the_recompute(inc, rec, text), inc, rec)
 
 
 def test_durable_interval_views_resume_from_their_state(tmp_path):

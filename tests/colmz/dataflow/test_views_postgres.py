@@ -230,15 +230,26 @@ def check(conn, cat, names, after: str, counts: Counter) -> None:
     assert not wrong, f"after {after!r}: views differ from PostgreSQL: {wrong}"
 
 
+def commit_each(script, after, *targets) -> None:
+    """Run each commit of ``script`` (lists of statements) in every target -- a PostgreSQL
+    connection statement by statement, a colmz catalog as one commit -- then ``after(text)``
+    with the commit's text."""
+    for stmts in script:
+        text = "; ".join(stmts)
+        for t in targets:
+            if isinstance(t, colmz.Catalog):
+                t.execute(text)
+            else:
+                for s in stmts:
+                    t.execute(s)
+        after(text)
+
+
 def run_script(conn, names, script, counts: Counter):
     cat, names = setup(conn, names)
     check(conn, cat, names, "creation", counts)
-    for stmts in script:
-        for s in stmts:
-            conn.execute(s)
-        cat.execute("; ".join(stmts))  # one commit
-        counts["commits"] += 1
-        check(conn, cat, names, "; ".join(stmts), counts)
+    counts["commits"] += len(script)
+    commit_each(script, lambda text: check(conn, cat, names, text, counts), conn, cat)
     return cat
 
 
