@@ -507,10 +507,13 @@ POOL = {
 }
 
 
-def naive(input_hist, ref_hist, start, snapshot, names, mode, end):
-    """Re-evaluate every statement over the full histories at every time; None = raises."""
+def naive(input_hist, ref_hist, start, snapshot, names, mode, end, pool=None):
+    """Re-evaluate every statement (of ``pool``, :data:`POOL` by default) over the full
+    histories at every time: the output at each time, and the time a multiplicity would go
+    negative (None: none does)."""
+    pool = POOL if pool is None else pool
     out, history = Counter(), {}
-    reads = any(POOL[n][2] for n in names)
+    reads = any(pool[n][2] for n in names)
     for t in range(start, end):
         x = Counter()
         for s, ch in input_hist.items():
@@ -529,7 +532,7 @@ def naive(input_hist, ref_hist, start, snapshot, names, mode, end):
         ref = Counter({k: v for k, v in ref.items() if v})
         delta, view = Counter(), Counter(out)
         for n in names:
-            sign, rows_ = POOL[n][1](ins, ref, view if mode == "sequential" else out)
+            sign, rows_ = pool[n][1](ins, ref, view if mode == "sequential" else out)
             for row, m in rows_.items():
                 delta[row] += sign * m
                 if mode == "sequential":

@@ -22,6 +22,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from sql_oracle import require
+from test_continual import naive
 
 import colmz
 from colmz.continual import ContinualTask, MemoryCollection, NegativeMultiplicity
@@ -138,45 +139,6 @@ def contents(coll, t) -> Counter:
     return Counter({(k, None if a is None else tuple(a)): d for k, a, _, d in coll.snapshot(t).to_pylist()})
 
 
-def naive(input_hist, ref_hist, start, snapshot, names, mode, end):
-    """Every statement re-evaluated by the model at every time: the output at each time, and
-    the time a multiplicity would go negative (None: none does)."""
-    out, history = Counter(), {}
-    reads = any(POOL[n][2] for n in names)
-    for t in range(start, end):
-        x = Counter()
-        for s, ch in input_hist.items():
-            if (s <= t if (t == start and snapshot) else s == t):
-                x.update(ch)
-        if t == start and not snapshot:
-            x = Counter()
-        ins = Counter({row: m for row, m in x.items() if m > 0})
-        if not ins or not reads:
-            history[t] = Counter(out)
-            continue
-        ref = Counter()
-        for s, ch in ref_hist.items():
-            if s <= t:
-                ref.update(ch)
-        ref = Counter({k: v for k, v in ref.items() if v > 0})
-        delta, view = Counter(), Counter(out)
-        for n in names:
-            sign, got = POOL[n][1](ins, ref, view if mode == "sequential" else out)
-            for row, m in got.items():
-                delta[row] += sign * m
-                if mode == "sequential":
-                    view[row] += sign * m
-            if mode == "sequential" and any(v < 0 for v in view.values()):
-                return history, t
-        new = Counter(out)
-        new.update(delta)
-        if any(v < 0 for v in new.values()):
-            return history, t
-        out = Counter({k: v for k, v in new.items() if v})
-        history[t] = Counter(out)
-    return history, None
-
-
 def _output(backend, url):
     """The task's output: in memory, or a durable Arrangement reopened from ``url``."""
     if backend == "memory":
@@ -223,7 +185,7 @@ def test_array_tasks_equal_the_model_with_restarts(backend, names, mode, snapsho
         push(ref, t, ref_hist.get(t))
     kw = dict(references={"ref": ref}, snapshot=snapshot, statements=mode, as_of=start, batch=batch)
     task = ContinualTask("ct", {"inp": inp}, body, columns=KA, output=_output(backend, url), **kw)
-    expected, fails_at = naive(input_hist, ref_hist, start, snapshot, names, mode, end)
+    expected, fails_at = naive(input_hist, ref_hist, start, snapshot, names, mode, end, POOL)
     failed = False
     for t in range(start, end):
         if t > start:
@@ -260,7 +222,7 @@ def test_batched_array_tasks_run_as_batches():
         push(inp, t, hist[t])
     task.run()
     assert task.stats["batches"] == 1 and task.stats["batch_fallbacks"] == 0
-    expected, fails = naive(hist, {}, 0, True, names, "independent", 5)
+    expected, fails = naive(hist, {}, 0, True, names, "independent", 5, POOL)
     assert fails is None
     for t in range(5):
         assert contents(task.output, t) == expected[t], t
