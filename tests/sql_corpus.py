@@ -2042,6 +2042,14 @@ QUERIES = [
                                "(3, ARRAY[1, 2])) v(k, a)"),
     ("aggarr_fail_ragged_first", "SELECT array_agg(a ORDER BY k) AS m FROM (VALUES (1, ARRAY[1]), (2, ARRAY[1, 2]), "
                                  "(3, NULL)) v(k, a)"),
+    # errors in PostgreSQL's words (DuckDB's division by zero; colmz's checked math)
+    ("err_fail_int_division", "SELECT id / (age - age) AS q FROM people"),
+    ("err_fail_modulo", "SELECT id % 0 AS q FROM people"),
+    ("err_fail_numeric_division", "SELECT 5.0 / 0 AS q"),
+    ("err_fail_sqrt", "SELECT sqrt(-score) AS q FROM people WHERE score > 0"),
+    ("err_fail_ln", "SELECT ln(0) AS q"),
+    ("err_fail_overflow", "SELECT 1e300::float8 * 1e300::float8 AS q"),
+    ("err_fail_power", "SELECT (-8)::float8 ^ 0.5 AS q"),
     # % and mod() exist of integers and numeric only in PostgreSQL
     ("mod_of_integers", "SELECT id, id % 3 AS a, mod(age, 7) AS b, -age % 4 AS c FROM people ORDER BY id"),
     ("mod_of_numeric", "SELECT mod(7.5, 2) AS a, -7.5 % 2 AS b, mod(10::numeric, 3) AS c"),

@@ -228,8 +228,14 @@ _ERRORS = (
                 r"format|null character not permitted|cannot cast jsonb \w+ to type [\w ]+"
                 r"|multidimensional arrays must have array expressions with matching dimensions|"
                 + "|".join(AGG_ARRAYS_ERRORS) + "|"
+                r"|value out of range: (?:overflow|underflow)|cannot take square root of a negative number"
+                r"|cannot take logarithm of (?:zero|a negative number)|zero raised to a negative power is undefined"
+                r"|a negative number raised to a non-integer power yields a complex result"
+                r"|negative substring length not allowed|"
                 + pgfuncs.ERROR_MESSAGES + "|field position must not be zero)$"), SQLError,
      lambda m: m.group(1)),
+    # DuckDB's own division by zero (error_on_division_by_zero): PostgreSQL's words
+    (re.compile(r"Invalid Input Error: Division by zero in expression"), SQLError, lambda m: "division by zero"),
     # DuckDB's binder error for translate's numeric cast of text (``x + CAST(0 AS DECIMAL(1,0))``)
     (re.compile(r"'\+\((VARCHAR|STRING_LITERAL), DECIMAL\(1,0\)\)'"), UnsupportedSQL,
      lambda m: "a cast of text to numeric is not supported by colmz (PostgreSQL keeps the scale each value is "
