@@ -59,7 +59,7 @@ class UnsupportedSQL(SQLError):
 
     >>> from colmz.column_types import arrow_type
     >>> try:
-    ...     arrow_type("interval")
+    ...     arrow_type("char(3)")
     ... except UnsupportedSQL as e:
     ...     print(type(e).__module__, type(e).__name__)
     colmz.sql UnsupportedSQL
