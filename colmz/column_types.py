@@ -68,8 +68,13 @@ def arrow_type(type_sql: str) -> pa.DataType:
     (DataType(int64), DataType(string), TimestampType(timestamp[us, tz=UTC]))
     >>> arrow_type("interval")
     DataType(month_day_nano_interval)
+    >>> arrow_type("int[]"), arrow_type("text ARRAY")
+    (ListType(list<item: int32>), ListType(list<item: string>))
     """
     key = re.sub(r"\s+", " ", type_sql.strip()).upper()
+    element = _array_element(key)
+    if element is not None:
+        return _array_type(type_sql, element)
     if key.startswith("INTERVAL") and key != "INTERVAL":
         # INTERVAL DAY, INTERVAL(0), INTERVAL HOUR TO MINUTE: PostgreSQL truncates the stored
         # value to the fields or precision, which a month_day_nano column would not do.
@@ -95,6 +100,33 @@ def arrow_type(type_sql: str) -> pa.DataType:
             "encoding): use BIGINT (e.g. cents) or DOUBLE"
         )
     raise UnsupportedSQL(f"column type {type_sql} is not supported by colmz")
+
+
+#: Element types an array column may hold: those colmz's list encoding (colmz.order_bytes)
+#: keeps and Parquet stores as they are.
+_ARRAY_ELEMENTS = (pa.bool_(), pa.int16(), pa.int32(), pa.int64(), pa.float32(), pa.float64(),
+                   pa.string(), pa.date32(), pa.timestamp("us"), pa.timestamp("us", tz="UTC"))
+
+
+def _array_element(key: str) -> str | None:
+    # INT[], INT[3], INT[][], INT ARRAY, INT ARRAY[3]: the element's name, else None
+    m = re.fullmatch(r"(.+?)\s*((\[\s*\d*\s*\])+|\s+ARRAY(\s*\[\s*\d*\s*\])?)", key)
+    return None if m is None else m.group(1)
+
+
+def _array_type(type_sql: str, element: str) -> pa.DataType:
+    # PostgreSQL ignores an array's declared size and dimensions; colmz holds one-dimensional
+    # arrays (Arrow list), and a multidimensional value is refused where it is inserted.
+    try:
+        inner = arrow_type(element)
+    except UnsupportedSQL:
+        inner = None
+    if inner not in _ARRAY_ELEMENTS:
+        raise UnsupportedSQL(
+            f"column type {type_sql} is not supported by colmz (arrays of {element.lower()} are not "
+            "kept): use an array of an integer, float, text, boolean, date or timestamp type"
+        )
+    return pa.list_(inner)
 
 
 def storage_table(table: pa.Table) -> pa.Table:

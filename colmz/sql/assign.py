@@ -221,6 +221,17 @@ _LITERAL_TYPES = {pa.int16(): "smallint", pa.int32(): "integer", pa.int64(): "bi
                   pa.date32(): "date", pa.month_day_nano_interval(): "interval"}
 
 
+def _literal_type(target: pa.DataType) -> str | None:
+    # the SQL name a string literal of a ``target`` column is cast to (None: left as it is);
+    # an array column's literal is PostgreSQL's array text, '{1,2,NULL}', of its element type
+    if pa.types.is_timestamp(target):
+        return "timestamptz" if target.tz else "timestamp"
+    if pa.types.is_list(target):
+        element = "text" if pa.types.is_string(target.value_type) else _literal_type(target.value_type)
+        return None if element is None else element + "[]"
+    return _LITERAL_TYPES.get(target)
+
+
 def typed_values(query: str, targets: Sequence[pa.DataType]) -> str:
     """``query`` (an ``INSERT``'s ``VALUES`` list) with each value typed by its column:
     a string literal of a non-text column cast to the column's type (read by that type's
@@ -251,10 +262,7 @@ def typed_values(query: str, targets: Sequence[pa.DataType]) -> str:
         strings = [c for c in cells if c.literal is not None and c.literal.kind == "STRING"]
         if not strings or any(c.start < 0 for c in cells):
             continue
-        if pa.types.is_timestamp(target):
-            name = "timestamptz" if target.tz else "timestamp"
-        else:
-            name = _LITERAL_TYPES.get(target)
+        name = _literal_type(target)
         if name == "boolean" and len(strings) + sum(c.literal is not None and c.literal.kind == "NULL_LITERAL"
                                                     for c in cells) == len(cells):
             # strings (and NULLs) alone convert after the rows are combined, by DuckDB's cast
