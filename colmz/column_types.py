@@ -15,8 +15,14 @@ apart, as DuckDB reads and writes it). Parquet has no type for it, so a stored p
 interval column as :data:`STORED_INTERVAL` -- a struct of its three fields, exact -- and
 :func:`storage_table` / :func:`from_storage` convert a table to and from that form.
 
+An array column ``T[]`` (also ``T ARRAY``; PostgreSQL ignores a declared size or number of
+dimensions, and so does colmz) is an Arrow ``list`` of ``T``'s type, for the element types
+:data:`colmz.order_bytes` keeps exactly and Parquet stores as they are (integers, floats, text,
+boolean, date, timestamps); arrays are one-dimensional (a nested value is refused where it is
+written: the column's type is ``list`` of the element, not of a list).
+
 Invariants: a name maps to one type or raises :class:`colmz.sql.UnsupportedSQL` naming it
-(never a guess): blank-padded ``CHAR``, ``NUMERIC``, and ``INTERVAL`` with fields or a
+(never a guess): blank-padded ``CHAR``, ``NUMERIC``, arrays of other element types, and ``INTERVAL`` with fields or a
 precision (``INTERVAL DAY``, ``INTERVAL(0)``: PostgreSQL truncates what is stored) have no
 column kind in colmz's encoding (:mod:`colmz.order`). ``from_storage(storage_table(t))``
 equals ``t``.
@@ -117,8 +123,8 @@ def _array_element(key: str) -> str | None:
 def _array_type(type_sql: str, element: str) -> pa.DataType:
     # PostgreSQL ignores an array's declared size and dimensions; colmz holds one-dimensional
     # arrays (Arrow list), and a multidimensional value is refused where it is inserted.
-    try:
-        inner = arrow_type(element)
+    try:  # jsonb is kept as text, but an array of it would compare and print as text[]
+        inner = None if element in ("JSON", "JSONB") else arrow_type(element)
     except UnsupportedSQL:
         inner = None
     if inner not in _ARRAY_ELEMENTS:

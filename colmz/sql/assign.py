@@ -73,6 +73,7 @@ _FAMILIES = (
     ("timestamptz", lambda t: pa.types.is_timestamp(t) and bool(t.tz)),
     ("timestamp", pa.types.is_timestamp),
     ("interval", lambda t: pa.types.is_duration(t) or pa.types.is_interval(t)),
+    ("array", lambda t: pa.types.is_list(t) or pa.types.is_large_list(t)),
 )
 
 
@@ -92,6 +93,9 @@ def _names(t: pa.DataType) -> tuple[str, str | None]:
     fam = _family(t)
     if fam == "int":
         return _INTS[t]
+    if fam == "array":  # PostgreSQL's element[] of a one-dimensional array
+        pg, duck = _names(t.value_type)
+        return pg + "[]", None if duck is None else duck + "[]"
     return _FLOATS.get(t, ("real", None)) if fam == "float" else _NAMES.get(fam, (str(t), None))
 
 
@@ -159,6 +163,8 @@ def assignment_cast(source: pa.DataType, target: pa.DataType, column: str) -> st
             )
         if have in ("int", "numeric", "bool", "date", "timestamp", "timestamptz"):
             return "CAST({x} AS VARCHAR)"
+    elif have == want == "array" and _assignable_elements(source.value_type, target.value_type):
+        return f"CAST({{x}} AS {duckdb_type(target)})"
     elif (have, want) in _ASSIGNABLE:
         # a float to an integer rounds half to even (PostgreSQL's rint), a numeric half away
         # from zero (DuckDB's cast, as PostgreSQL's)
@@ -167,6 +173,14 @@ def assignment_cast(source: pa.DataType, target: pa.DataType, column: str) -> st
         f'column "{column}" is of type {pg_type_name(target)} but expression is of type '
         f"{pg_type_name(source)}"
     )
+
+
+def _assignable_elements(source: pa.DataType, target: pa.DataType) -> bool:
+    # PostgreSQL converts an array by its elements' assignment cast; to text only from text,
+    # whose elements print alike
+    have, want = _family(source), _family(target)
+    return source == target or have == "null" or (want != "text" and (have, want) in _ASSIGNABLE) or (
+        have == want == "text")
 
 
 def assignment_select(relation: str, sources: Sequence[pa.DataType],
