@@ -100,7 +100,7 @@ def test_array_tables_equal_postgres(pg):
             assert _colmz(cat, q) == _pg(pg, q), f"{q} after {s}"
 
 
-@pytest.mark.filterwarnings("ignore::colmz.FallbackWarning")  # va6, by design (RECOMPUTED)
+@pytest.mark.filterwarnings("ignore::colmz.dataflow.maintained.FallbackWarning")  # va6, by design (RECOMPUTED)
 def test_views_over_array_columns_equal_postgres_and_the_recompute(pg):
     pg.execute("DROP TABLE IF EXISTS ar CASCADE")
     cat, rec = colmz.Catalog(views="incremental"), colmz.Catalog(views="recompute")
