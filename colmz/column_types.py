@@ -15,8 +15,14 @@ apart, as DuckDB reads and writes it). Parquet has no type for it, so a stored p
 interval column as :data:`STORED_INTERVAL` -- a struct of its three fields, exact -- and
 :func:`storage_table` / :func:`from_storage` convert a table to and from that form.
 
+An array column ``T[]`` (also ``T ARRAY``; PostgreSQL ignores a declared size or number of
+dimensions, and so does colmz) is an Arrow ``list`` of ``T``'s type, for the element types
+:data:`colmz.order_bytes` keeps exactly and Parquet stores as they are (integers, floats, text,
+boolean, date, timestamps); arrays are one-dimensional (a nested value is refused where it is
+written: the column's type is ``list`` of the element, not of a list).
+
 Invariants: a name maps to one type or raises :class:`colmz.sql.UnsupportedSQL` naming it
-(never a guess): blank-padded ``CHAR``, ``NUMERIC``, and ``INTERVAL`` with fields or a
+(never a guess): blank-padded ``CHAR``, ``NUMERIC``, arrays of other element types, and ``INTERVAL`` with fields or a
 precision (``INTERVAL DAY``, ``INTERVAL(0)``: PostgreSQL truncates what is stored) have no
 column kind in colmz's encoding (:mod:`colmz.order`). ``from_storage(storage_table(t))``
 equals ``t``.
@@ -68,8 +74,13 @@ def arrow_type(type_sql: str) -> pa.DataType:
     (DataType(int64), DataType(string), TimestampType(timestamp[us, tz=UTC]))
     >>> arrow_type("interval")
     DataType(month_day_nano_interval)
+    >>> arrow_type("int[]"), arrow_type("text ARRAY")
+    (ListType(list<item: int32>), ListType(list<item: string>))
     """
     key = re.sub(r"\s+", " ", type_sql.strip()).upper()
+    element = _array_element(key)
+    if element is not None:
+        return _array_type(type_sql, element)
     if key.startswith("INTERVAL") and key != "INTERVAL":
         # INTERVAL DAY, INTERVAL(0), INTERVAL HOUR TO MINUTE: PostgreSQL truncates the stored
         # value to the fields or precision, which a month_day_nano column would not do.
@@ -95,6 +106,33 @@ def arrow_type(type_sql: str) -> pa.DataType:
             "encoding): use BIGINT (e.g. cents) or DOUBLE"
         )
     raise UnsupportedSQL(f"column type {type_sql} is not supported by colmz")
+
+
+#: Element types an array column may hold: those colmz's list encoding (colmz.order_bytes)
+#: keeps and Parquet stores as they are.
+_ARRAY_ELEMENTS = (pa.bool_(), pa.int16(), pa.int32(), pa.int64(), pa.float32(), pa.float64(),
+                   pa.string(), pa.date32(), pa.timestamp("us"), pa.timestamp("us", tz="UTC"))
+
+
+def _array_element(key: str) -> str | None:
+    # INT[], INT[3], INT[][], INT ARRAY, INT ARRAY[3]: the element's name, else None
+    m = re.fullmatch(r"(.+?)\s*((\[\s*\d*\s*\])+|\s+ARRAY(\s*\[\s*\d*\s*\])?)", key)
+    return None if m is None else m.group(1)
+
+
+def _array_type(type_sql: str, element: str) -> pa.DataType:
+    # PostgreSQL ignores an array's declared size and dimensions; colmz holds one-dimensional
+    # arrays (Arrow list), and a multidimensional value is refused where it is inserted.
+    try:  # jsonb is kept as text, but an array of it would compare and print as text[]
+        inner = None if element in ("JSON", "JSONB") else arrow_type(element)
+    except UnsupportedSQL:
+        inner = None
+    if inner not in _ARRAY_ELEMENTS:
+        raise UnsupportedSQL(
+            f"column type {type_sql} is not supported by colmz (arrays of {element.lower()} are not "
+            "kept): use an array of an integer, float, text, boolean, date or timestamp type"
+        )
+    return pa.list_(inner)
 
 
 def storage_table(table: pa.Table) -> pa.Table:

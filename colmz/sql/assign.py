@@ -73,6 +73,7 @@ _FAMILIES = (
     ("timestamptz", lambda t: pa.types.is_timestamp(t) and bool(t.tz)),
     ("timestamp", pa.types.is_timestamp),
     ("interval", lambda t: pa.types.is_duration(t) or pa.types.is_interval(t)),
+    ("array", lambda t: pa.types.is_list(t) or pa.types.is_large_list(t)),
 )
 
 
@@ -92,6 +93,9 @@ def _names(t: pa.DataType) -> tuple[str, str | None]:
     fam = _family(t)
     if fam == "int":
         return _INTS[t]
+    if fam == "array":  # PostgreSQL's element[] of a one-dimensional array
+        pg, duck = _names(t.value_type)
+        return pg + "[]", None if duck is None else duck + "[]"
     return _FLOATS.get(t, ("real", None)) if fam == "float" else _NAMES.get(fam, (str(t), None))
 
 
@@ -159,6 +163,8 @@ def assignment_cast(source: pa.DataType, target: pa.DataType, column: str) -> st
             )
         if have in ("int", "numeric", "bool", "date", "timestamp", "timestamptz"):
             return "CAST({x} AS VARCHAR)"
+    elif have == want == "array" and _assignable_elements(source.value_type, target.value_type):
+        return f"CAST({{x}} AS {duckdb_type(target)})"
     elif (have, want) in _ASSIGNABLE:
         # a float to an integer rounds half to even (PostgreSQL's rint), a numeric half away
         # from zero (DuckDB's cast, as PostgreSQL's)
@@ -167,6 +173,14 @@ def assignment_cast(source: pa.DataType, target: pa.DataType, column: str) -> st
         f'column "{column}" is of type {pg_type_name(target)} but expression is of type '
         f"{pg_type_name(source)}"
     )
+
+
+def _assignable_elements(source: pa.DataType, target: pa.DataType) -> bool:
+    # PostgreSQL converts an array by its elements' assignment cast; to text only from text,
+    # whose elements print alike
+    have, want = _family(source), _family(target)
+    return source == target or have == "null" or (want != "text" and (have, want) in _ASSIGNABLE) or (
+        have == want == "text")
 
 
 def assignment_select(relation: str, sources: Sequence[pa.DataType],
@@ -221,6 +235,17 @@ _LITERAL_TYPES = {pa.int16(): "smallint", pa.int32(): "integer", pa.int64(): "bi
                   pa.date32(): "date", pa.month_day_nano_interval(): "interval"}
 
 
+def _literal_type(target: pa.DataType) -> str | None:
+    # the SQL name a string literal of a ``target`` column is cast to (None: left as it is);
+    # an array column's literal is PostgreSQL's array text, '{1,2,NULL}', of its element type
+    if pa.types.is_timestamp(target):
+        return "timestamptz" if target.tz else "timestamp"
+    if pa.types.is_list(target):
+        element = "text" if pa.types.is_string(target.value_type) else _literal_type(target.value_type)
+        return None if element is None else element + "[]"
+    return _LITERAL_TYPES.get(target)
+
+
 def typed_values(query: str, targets: Sequence[pa.DataType]) -> str:
     """``query`` (an ``INSERT``'s ``VALUES`` list) with each value typed by its column:
     a string literal of a non-text column cast to the column's type (read by that type's
@@ -251,10 +276,7 @@ def typed_values(query: str, targets: Sequence[pa.DataType]) -> str:
         strings = [c for c in cells if c.literal is not None and c.literal.kind == "STRING"]
         if not strings or any(c.start < 0 for c in cells):
             continue
-        if pa.types.is_timestamp(target):
-            name = "timestamptz" if target.tz else "timestamp"
-        else:
-            name = _LITERAL_TYPES.get(target)
+        name = _literal_type(target)
         if name == "boolean" and len(strings) + sum(c.literal is not None and c.literal.kind == "NULL_LITERAL"
                                                     for c in cells) == len(cells):
             # strings (and NULLs) alone convert after the rows are combined, by DuckDB's cast
