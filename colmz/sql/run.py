@@ -315,6 +315,11 @@ _ERRORS = (
      lambda m: (f"a string literal beside {m.group(1).removesuffix('_LITERAL').lower()} values in one "
                 "column (VALUES, UNION or CASE) is not supported by colmz: cast the string, e.g. "
                 f"'...'::{m.group(1).removesuffix('_LITERAL').lower()}")),
+    # an array type holds arrays of any dimension in PostgreSQL; DuckDB's list types differ
+    # by their nesting
+    (re.compile(r"Cannot combine types (\w+(?:\[\])+) and (\w+(?:\[\])+)"), UnsupportedSQL,
+     lambda m: f"arrays of different dimensions in one column ({m.group(1).lower()} beside "
+               f"{m.group(2).lower()}: VALUES, UNION or CASE) are not supported by colmz"),
     # PostgreSQL's words (DuckDB's hint names colmz's registered relations)
     (re.compile(r"Binder Error: Ambiguous reference to column name \"(.+?)\""), SQLError,
      lambda m: f'column reference "{m.group(1)}" is ambiguous'),

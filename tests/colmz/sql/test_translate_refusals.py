@@ -70,6 +70,8 @@ def test_answers_as_postgres(sql, rows):
     # PostgreSQL's percentile_cont of a date or time does not exist
     ("SELECT percentile_cont(0.5) WITHIN GROUP (ORDER BY x) AS p FROM (VALUES (DATE '2024-01-01')) v(x)",
      r"percentile_cont\(\) of a date or time"),
+    # arrays of different dimensions in one VALUES column (one PostgreSQL array type)
+    ("SELECT * FROM (VALUES (ARRAY[1]), (ARRAY[[1, 2]])) v(a)", "arrays of different dimensions in one column"),
     # a subquery inside an array function colmz writes with a lambda
     ("SELECT cardinality(ARRAY(SELECT x FROM (VALUES (1)) u(x) WHERE u.x = v.x)) AS c FROM (VALUES (1)) v(x)",
      "a subquery as the argument of an array function"),
