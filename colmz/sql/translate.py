@@ -156,6 +156,9 @@ def translate(sql: str, relations: Relations = ()) -> str:
         for t in toks:  # colmz's own names are refused in the user's text (the rewrites add them)
             if t.kind in ("word", "qident") and t.name.startswith(RESERVED_PREFIX):
                 raise SQLError(f"names beginning with {RESERVED_PREFIX} are colmz's own: {t.text!r}")
+    if _LONG_FRACTION.search(sql) and any(t.kind == "string" and _LONG_FRACTION.search(t.text) for t in toks):
+        raise UnsupportedSQL("a time of day with more than 6 fractional digits ('...:00.1234567') is not "
+                             "supported by colmz (PostgreSQL rounds it to microseconds, DuckDB truncates)")
     # (a word whose upper case is WITH is "with" folded, in ASCII: a text without one is not
     # read token by token)
     if ("with" in low or not sql.isascii()) and any(t.kind == "word" and t.upper == "WITH" for t in toks):
@@ -179,6 +182,10 @@ def translate(sql: str, relations: Relations = ()) -> str:
     if _TOKEN_PASS_MARKS.search(out.upper()) is None:
         return out  # nothing the token pass acts on
     return _translate_tokens(out)
+
+
+#: A time of day written with more than microseconds (in a date, timestamp or time text).
+_LONG_FRACTION = re.compile(r"\d:\d\d:\d\d\.\d{7}")
 
 
 def _check_cte_lists(sql: str) -> None:
