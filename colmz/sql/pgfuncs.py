@@ -203,6 +203,10 @@ def _cased(word: str, key: str) -> str:
     return word.upper() if key.isupper() else word.lower() if key.islower() else word
 
 
+#: The Julian day number of 1970-01-01 (to_char's ``J``: days since 4714-11-24 BC).
+_JULIAN_DAY_OF_EPOCH = 2440588
+
+
 def to_char(micros: int, fmt: str, zone: str | None = None) -> str:
     """PostgreSQL's ``to_char(timestamp, fmt)`` of the timestamp ``micros`` microseconds after
     1970-01-01 00:00; ``zone`` the time zone's abbreviation of a ``timestamptz`` (``TZ``
@@ -308,7 +312,7 @@ def to_char(micros: int, fmt: str, zone: str | None = None) -> str:
         elif up == "W":
             s = str((d - 1) // 7 + 1)
         elif up == "J":
-            s = str(days + 2440588)
+            s = str(days + _JULIAN_DAY_OF_EPOCH)
         # FX: no output
         if s is not None:
             out.append(_ordinal(s, th) if th in ("TH", "th") else s)

@@ -238,6 +238,13 @@ class Call:
         return not (self.window or self.table or n.filter is not None or n.order_by or n.distinct)
 
     @property
+    def first_argument(self) -> Expression | None:
+        """The call's first argument: its first child in the text (a window's PARTITION BY
+        and ORDER BY, a FILTER and an aggregate's ORDER BY come first among its children but
+        after it in the text); None where no child has a place."""
+        return min((k for k in self.node.children if k.start >= 0), key=lambda k: k.start, default=None)
+
+    @property
     def args(self) -> list[str]:
         return [self._render(c) for c in self.arguments]
 
@@ -562,9 +569,8 @@ _POLYMORPHIC = {
 
 
 def _polymorphic(c: Call) -> str | None:
-    # the first argument: the first child in the text (a window's PARTITION BY and ORDER BY
-    # come first among its children), right after the call's parenthesis
-    first = min((k for k in c.node.children if k.start >= 0), key=lambda k: k.start, default=None)
+    # the first argument, right after the call's parenthesis
+    first = c.first_argument
     if first is not None and first.literal is not None and first.literal.kind in ("STRING", "NULL_LITERAL") \
             and c.text[: first.start].rstrip().endswith("("):
         raise SQLError(f"{_POLYMORPHIC[c.name]}: {c.name}({_written(c.text, first)}...)")
@@ -673,14 +679,11 @@ PERCENTILE_CONT = RESERVED_PREFIX + "percentile_cont"
 
 
 def _avg(c: Call) -> str | None:
-    # The argument (the first child in the text: FILTER, ORDER BY and OVER come after it)
-    # goes through NOT_INTERVAL; the rest of the call's span is kept as written.
-    if c.table:
+    # The argument goes through NOT_INTERVAL; the rest of the call's span (FILTER, ORDER BY,
+    # OVER) is kept as written.
+    a = None if c.table else c.first_argument
+    if a is None:
         return None
-    placed = [k for k in c.node.children if k.start >= 0]
-    if not placed:
-        return None
-    a = min(placed, key=lambda k: k.start)
     n = c.node
     return f"{c.span_text(n.start, a.start)}{NOT_INTERVAL}({c.text_of(a)}){c.span_text(a.end, n.end)}"
 
@@ -2078,8 +2081,14 @@ FLOAT_CHECK = RESERVED_PREFIX + "float_check"
 #: the sub-arrays of one shape in every dimension, NULL or empty ones only when all are (then
 #: an empty array), else its error (DuckDB's lists of lists may be ragged).
 ARRAY_ROWS = RESERVED_PREFIX + "array_rows"
-_ARRAY_SHAPE = (f"[CAST(json_array_length(to_json(e), '$' || repeat('[0]', i)) AS BIGINT) "
-                f"FOR i IN range({RESERVED_PREFIX}array_dims(e))]")
+
+
+def _shape_text(x: str) -> str:
+    # DuckDB's text of array ``x``'s length in each dimension (what _array_shape reads off a
+    # constructor, when the query runs) (a list; ``i`` its index variable)
+    return (f"[CAST(json_array_length(to_json({x}), '$' || repeat('[0]', i)) AS BIGINT) "
+            f"FOR i IN range({RESERVED_PREFIX}array_dims({x}))]")
+
 
 #: PostgreSQL's array_agg of arrays makes one array of a dimension more, so its inputs must be
 #: of one shape, none NULL or empty (accumArrayResultArr in src/backend/utils/adt/arrayfuncs.c,
@@ -2118,7 +2127,7 @@ TRANSFORM_MACROS = (
     "own scale)') ELSE array_to_string(a, d) END",
     f"CREATE OR REPLACE MACRO {ARRAY_ROWS}(x) AS CASE WHEN list_bool_and([e IS NULL OR len(e) = 0 FOR e IN x]) "
     "THEN [e FOR e IN x IF false] WHEN list_bool_or([e IS NULL OR len(e) = 0 FOR e IN x]) "
-    f"OR len(list_distinct([{_ARRAY_SHAPE} FOR e IN x])) > 1 THEN error('multidimensional arrays must have array "
+    f"OR len(list_distinct([{_shape_text('e')} FOR e IN x])) > 1 THEN error('multidimensional arrays must have array "
     "expressions with matching dimensions') ELSE x END",
     f"CREATE OR REPLACE MACRO {PERCENTILE_CONT}(r) AS CASE WHEN typeof(r) IN ('DATE', 'TIME', 'TIMESTAMP', "
     "'TIMESTAMP WITH TIME ZONE', 'TIME WITH TIME ZONE') THEN error('percentile_cont() of a date or time is not "
@@ -2132,7 +2141,7 @@ TRANSFORM_MACROS = (
     f"WHEN r[1] IS NULL THEN error('{AGG_ARRAYS_ERRORS[0]}') "
     f"WHEN json_array_length(to_json(r[1])) = 0 THEN error('{AGG_ARRAYS_ERRORS[1]}') "
     f"ELSE {AGG_ARRAYS}_first(r, list_position([e IS NULL FOR e IN r], true), "
-    f"list_position([e IS NOT NULL AND {_ARRAY_SHAPE.replace('(e)', '(r[1])')} <> {_ARRAY_SHAPE} FOR e IN r], "
+    f"list_position([e IS NOT NULL AND {_shape_text('r[1]')} <> {_shape_text('e')} FOR e IN r], "
     "true)) END",
     f"CREATE OR REPLACE MACRO {AGG_ARRAYS}_first(r, n, d) AS CASE WHEN n > 0 AND (d IS NULL OR d = 0 OR n < d) "
     f"THEN error('{AGG_ARRAYS_ERRORS[0]}') WHEN d > 0 THEN error('{AGG_ARRAYS_ERRORS[2]}') ELSE r END",
