@@ -39,6 +39,7 @@ from colmz.sql import (
     bind_relations,
     catalog_key,
     display_name,
+    reading_names,
     relation_name,
     relation_names,
     resolve_item,
@@ -112,12 +113,7 @@ class Queries:
             arrays = array_relations(q.item, ((c.name, c.type) for c in self._objects[key].schema))
             if not arrays:
                 continue
-            names = [f"{q.database}.{q.schema}.{q.item}"]
-            if q.database == DEFAULT_DATABASE:
-                names.append(f"{q.schema}.{q.item}")
-                if q.schema == DEFAULT_SCHEMA:
-                    names.append(q.item)
-            relations += [(n.lower(), arrays[0][1]) for n in names]
+            relations += [(n, arrays[0][1]) for n in reading_names(q)]
         # (a text reading no array: the translation every other reader of it shares)
         return translate(sql, tuple(relations)) if relations else translate(sql)
 

@@ -44,13 +44,12 @@ from colmz.ops import concat, consolidate
 from colmz.order import ColumnSpec
 from colmz.rows import at_time, conform, empty_table, expand, relation_rows, storable
 from colmz.sql import (
-    DEFAULT_DATABASE,
-    DEFAULT_SCHEMA,
     RESERVED_PREFIX,
     QualifiedName,
     SQLError,
     bind_relations_as,
     check_expression,
+    reading_names,
     referenced_names,
     relation_name,
     relation_word,
@@ -115,13 +114,8 @@ def task_relations(schemas) -> tuple:
     folded: set[str] = set()
     for name, schema in schemas.items():
         q = name if isinstance(name, QualifiedName) else resolve_item(name)
-        names = [f"{q.database}.{q.schema}.{q.item}"]
-        if q.database == DEFAULT_DATABASE:
-            names.append(f"{q.schema}.{q.item}")
-            if q.schema == DEFAULT_SCHEMA:
-                names.append(q.item)
         arrays = array_relations(q.item, ((c.name, c.type) for c in schema))
-        for n in (n.lower() for n in names):
+        for n in reading_names(q):
             if n in folded:
                 told.pop(n, None)  # a second collection of this name: neither is told
             elif arrays:

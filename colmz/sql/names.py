@@ -38,6 +38,7 @@ __all__ = [
     "as_qualified",
     "catalog_key",
     "display_name",
+    "reading_names",
     "relation_word",
     "resolve_item",
     "resolve_schema",
@@ -128,6 +129,21 @@ def as_qualified(key: str | QualifiedName) -> QualifiedName:
     QualifiedName(database='materialize', schema='public', item='a.b')
     """
     return key if isinstance(key, QualifiedName) else resolve_item(key)
+
+
+def reading_names(name: QualifiedName) -> list[str]:
+    """Every name a statement may read ``name`` by, lower case: its full name; in the default
+    database ``schema.item`` too; in the default schema its item too.
+
+    >>> reading_names(resolve_item("o")), reading_names(QualifiedName("materialize", "y", "T"))
+    (['materialize.public.o', 'public.o', 'o'], ['materialize.y.t', 'y.t'])
+    """
+    names = [f"{name.database}.{name.schema}.{name.item}"]
+    if name.database == DEFAULT_DATABASE:
+        names.append(f"{name.schema}.{name.item}")
+        if name.schema == DEFAULT_SCHEMA:
+            names.append(name.item)
+    return [n.lower() for n in names]
 
 
 def relation_word(name: str | Sequence[str]) -> str:
