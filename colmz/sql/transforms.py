@@ -35,7 +35,7 @@ node's span (as sqlglot's dialects map an expression class to its rendering):
   array is clamped to it (DuckDB counts a negative one from the end); a slice of a value not
   visibly an array -- written as one, a cast to an array type, an array call, a subquery's
   or CTE's column that is one, or a table's array column the caller names
-  (:func:`array_columns`) -- (text: DuckDB slices it, PostgreSQL
+  (:func:`colmz.sql.typing_pass.array_columns`) -- (text: DuckDB slices it, PostgreSQL
   raises), with a step, or beside another subscript (PostgreSQL's subscripts are one per
   dimension) is refused.
 * Row comparisons (a comparison, ``IN`` list or ``IS [NOT] NULL`` of ``ROW``/``(a, b)``
@@ -178,7 +178,6 @@ __all__ = [
     "Relations",
     "all_queries",
     "apply_transforms",
-    "array_columns",
     "arith_leaves",
     "duplicate_name",
     "first_branch",
@@ -186,6 +185,7 @@ __all__ = [
     "float_kind",
     "item_name",
     "is_arith",
+    "is_array",
     "jsonb_concat",
     "jsonb_get",
     "jsonb_text",
@@ -279,7 +279,7 @@ def _written(text: str, e: Expression) -> str:
 Rule = Callable[[Call], "str | None"]
 #: Tables' columns as a caller knows them: each table's name as the text writes it (lower
 #: case) with its every column's ``(name, kind)``, kind ``"array"`` for an array column
-#: (:func:`array_columns`; the string kinds are :mod:`colmz.sql.jsonbcols`').
+#: (:func:`colmz.sql.typing_pass.array_columns`; the string kinds are :mod:`colmz.sql.jsonbcols`').
 Relations = tuple[tuple[str, tuple[tuple[str, "str | None"], ...]], ...]
 
 #: Math functions whose domain PostgreSQL checks (it raises where DuckDB answers NaN or an
@@ -1051,9 +1051,13 @@ _ARRAY_CALLS = frozenset({"list_value", "array_append", "array_prepend", "array_
                           "array_replace", "array_agg", "string_to_array", "regexp_split_to_array"})
 
 
-def _is_array(e: Expression) -> bool:
-    # Whether e is visibly an array: written as one, a cast to an array type (a TYPE node
-    # holding its element's TYPE), or a call of _ARRAY_CALLS
+def is_array(e: Expression) -> bool:
+    """Whether ``e`` is visibly an array: written as one, a cast to an array type (a TYPE
+    node holding its element's TYPE), or a call of an array function (``_ARRAY_CALLS``).
+
+    >>> [is_array(e) for e in parse_tree("SELECT ARRAY[1], x::int[], array_agg(x), x")[0].items]
+    [True, True, True, False]
+    """
     if e.type == "ARRAY_CONSTRUCTOR" or (e.cls == "FUNCTION" and e.name and e.name[-1].lower() in _ARRAY_CALLS):
         return True
     return e.cls == "CAST" and len(e.children) == 2 and e.children[1].cls == "TYPE" \
@@ -1083,120 +1087,6 @@ def _check_subscript(e: Expression, text: str) -> None:
         raise SQLError("cannot subscript type text because it does not support subscripting")
 
 
-def array_columns(stmts, text: str, relations: Relations = ()) -> frozenset[tuple[int, int]]:
-    """The spans of the column references of ``stmts`` (the tree of ``text``) that are a slice's
-    subject or an ``ARRAY[...]`` element and resolve, as PostgreSQL resolves names, to a FROM
-    subquery's or CTE's column whose item is visibly an array in every branch (written as one,
-    a cast to an array type, an array function, or such a reference itself), or to a column
-    of kind ``"array"`` of one of ``relations`` (each relation's name as the text writes it,
-    lower case, with its every column's ``(name, kind)``: what the caller knows of the
-    tables' schemas). Only those are known arrays: a reference is not resolved where a FROM
-    item's columns are not known here (another table, a table function, VALUES, a star)
-    unless it is qualified by another item's name.
-
-    >>> q = "WITH c AS (SELECT ARRAY[1, 2] AS a) SELECT a[2:], c.a[:1] FROM c, people p"
-    >>> sorted(array_columns(parse_tree(q), q))
-    [(50, 53)]
-    >>> q = "SELECT a[2:] FROM t"
-    >>> sorted(array_columns(parse_tree(q), q, (("t", (("a", "array"), ("b", None))),)))
-    [(7, 8)]
-    """
-    tables = {name: {c: k == "array" for c, k in cols} for name, cols in relations}
-    lists = [(start, end, cols) for _, cols, start, end, *_ in cte_definitions(text)]
-    busy: set[int] = set()
-    out: set[tuple[int, int]] = set()
-
-    def outputs(q: Query, ctes: dict, renames: tuple[str, ...]) -> dict[str, bool] | None:
-        # q's output columns (lower-case name: visibly an array in every branch), None when
-        # not known (a star, an item without a name, q met again while it is read)
-        if id(q) in busy:
-            return None
-        busy.add(id(q))
-        try:
-            scope = visible(q, ctes)
-            # (a recursive CTE's columns have its non-recursive term's types)
-            branches = _leaves(q.children[0] if q.type == "RECURSIVE_CTE_NODE" and q.children else q)
-            first = first_branch(q).items
-            if any(b.type != "SELECT_NODE" or len(b.items) != len(first) for b in branches):
-                return None
-            cols: dict[str, bool] = {}
-            for i, e in enumerate(first):
-                name = item_name(e, i, renames)
-                if not name or e.cls in ("STAR", "COLUMNS"):
-                    return None
-                # (a NULL beside arrays is one, as PostgreSQL's common type makes it)
-                kinds = {None if b.items[i].literal is not None and b.items[i].literal.kind == "NULL_LITERAL"
-                         else array(b.items[i], b, scope) for b in branches}
-                cols[name.lower()] = name.lower() not in cols and kinds - {None} == {True}
-            return cols
-        finally:
-            busy.discard(id(q))
-
-    def array(e: Expression, d: Query, ctes: dict) -> bool:
-        # whether ``e``, an expression of query ``d``, is visibly an array
-        if _is_array(e):
-            return True
-        if e.cls != "COLUMN_REF" or not 1 <= len(e.name) <= 2:
-            return False
-        entries = []
-        for t in table_refs(d):
-            if t.type == "JOIN":
-                continue
-            cols = None
-            if t.subquery is not None:
-                cols = outputs(t.subquery, ctes, t.column_aliases)
-            elif t.type == "BASE_TABLE" and len(t.name) == 1 and t.name[0].lower() in ctes:
-                body, outer = ctes[t.name[0].lower()]
-                cols = outputs(body, outer, t.column_aliases or _body_column_list(body, lists))
-            elif t.type == "BASE_TABLE" and t.name and ".".join(t.name).lower() in tables:
-                cols = tables[".".join(t.name).lower()]
-            entries.append(((t.alias or (t.name[-1] if t.name else "")).lower(), cols))
-        name = [p.lower() for p in e.name]
-        if len(name) == 2:
-            hits = [cols for qual, cols in entries if qual == name[0]]
-        elif any(cols is None for _, cols in entries):
-            return False
-        else:
-            hits = [cols for _, cols in entries if name[0] in cols]
-        return len(hits) == 1 and hits[0] is not None and hits[0].get(name[-1], False)
-
-    def visible(q: Query, ctes: dict) -> dict:
-        # the CTEs seen inside ``q``: its own WITH list's (each seeing the list) over ``ctes``
-        if not q.ctes:
-            return ctes
-        inner = dict(ctes)
-        inner.update((n.lower(), (b, inner)) for n, b in q.ctes)
-        return inner
-
-    def walk(q: Query, ctes: dict) -> None:
-        ctes = visible(q, ctes)
-        for _, b in q.ctes:
-            walk(b, ctes)
-        for c in q.children:
-            walk(c, ctes)
-        for t in table_refs(q):
-            if t.subquery is not None:
-                walk(t.subquery, ctes)
-        for root, _ in _own_roots(q):
-            for n in root.walk():
-                if n.subquery is not None:
-                    walk(n.subquery, ctes)
-                subjects = n.children[:1] if n.type == "ARRAY_SLICE" else \
-                    n.children if n.type == "ARRAY_CONSTRUCTOR" else ()
-                for x in subjects:
-                    if x.cls == "COLUMN_REF" and x.start >= 0 and array(x, q, ctes):
-                        out.add((x.start, x.end))
-
-    for q in stmts:
-        walk(q, {})
-    return frozenset(out)
-
-
-def _leaves(q: Query) -> list[Query]:
-    # a set operation's branches that are not set operations themselves
-    return [b for c in q.children for b in _leaves(c)] if q.children else [q]
-
-
 def _absent(bound: Expression) -> bool:
     # a bound left out of a slice (a[2:]): DuckDB's empty list_value() at no position
     return bound.start < 0 and bound.name == ("list_value",) and not bound.children
@@ -1214,14 +1104,14 @@ def _array_slice(c: Call, column: bool = False) -> str:
     if subject.type in ("ARRAY_SLICE", "ARRAY_EXTRACT"):
         raise UnsupportedSQL("a slice of a subscripted array (PostgreSQL reads a[i][lo:hi] as one "
                              "subscript per dimension) is not supported by colmz")
-    if not (column or _is_array(subject)):
+    if not (column or is_array(subject)):
         raise UnsupportedSQL("a slice of a value colmz cannot see is an array (PostgreSQL slices arrays "
                              "only, DuckDB text too) is not supported by colmz")
     bounds = []
     for bound, least in ((lo, 1), (hi, 0)):
         if _absent(bound):
             bounds.append("")
-        elif _is_array(bound):
+        elif is_array(bound):
             raise SQLError("array subscript must have type integer")
         elif bound.literal is not None and bound.literal.kind == "INTEGER":
             bounds.append("" if least and bound.literal.value < least else str(max(bound.literal.value, least)))
@@ -2600,6 +2490,8 @@ class _Walk:
     @functools.cached_property
     def arrays(self) -> frozenset[tuple[int, int]]:
         # array_columns of the statement, read when a finder first asks
+        from colmz.sql.typing_pass import array_columns  # typing_pass imports this module
+
         return array_columns(self.stmts, self.text, self.relations)
 
     @functools.cached_property
@@ -2743,7 +2635,7 @@ def _array_entry(e: Expression, w: _Walk) -> Rule | None:
     if _array_shape(e) is None:
         return _ragged_array
     if not all(_is_list(k) for k in e.children) and any(
-            _is_array(k) or (k.cls == "COLUMN_REF" and (k.start, k.end) in w.arrays) for k in e.children):
+            is_array(k) or (k.cls == "COLUMN_REF" and (k.start, k.end) in w.arrays) for k in e.children):
         return _array_rows  # sub-arrays not all written as lists: their shapes known when it runs
     return None
 
@@ -2923,8 +2815,8 @@ if not all(w.isascii() and w == w.lower() for w in _TREE_WORDS):  # pragma: no c
 def apply_transforms(text: str, toks, relations: Relations = ()) -> str:
     """``text`` with every node of the table rewritten by its rule, once, bottom-up (``toks``
     are its tokens); the text itself when it holds none, or DuckDB cannot parse it.
-    ``relations``: the array columns of the tables it reads, as :func:`array_columns` takes
-    them."""
+    ``relations``: the array columns of the tables it reads, as
+    :func:`colmz.sql.typing_pass.array_columns` takes them."""
     if not may_transform(text, toks):
         return text
     offset = 0

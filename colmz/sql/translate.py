@@ -140,7 +140,7 @@ def translate(sql: str, relations: Relations = ()) -> str:
 
     ``mz_now()`` becomes :data:`MZ_NOW`, to be replaced by the evaluation time. ``relations``
     names the array columns of the tables ``sql`` reads, which it may slice
-    (:func:`colmz.sql.transforms.array_columns`). The result is remembered per text and
+    (:func:`colmz.sql.typing_pass.array_columns`). The result is remembered per text and
     relations (a pure function of them; a refusal is raised again each time).
 
     >>> translate("SELECT v, w::JSONB FROM t WHERE ts + 5 > mz_now()")

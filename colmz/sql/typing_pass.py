@@ -39,6 +39,9 @@ jsonb, json or text known (a view's column colmz cannot type); ``None`` is not k
   :data:`TYPE_TABLE`, a scalar subquery as its one column, CASE, ``coalesce``, ``greatest``,
   ``least`` and ``nullif`` by PostgreSQL's common type of their values, ``abs``, ``min`` and
   ``max`` by their argument, arithmetic by PostgreSQL's operator resolution over floats.
+* :func:`array_columns`: the same resolution over one more kind, ``"array"`` (a value
+  visibly an array, or a relation's column the caller names so), for translate's slices and
+  ``ARRAY[...]`` of columns (:mod:`colmz.sql.transforms`).
 
 Invariants: typing is a pure function of the text and the relations' column kinds; nothing
 is guessed (a node not typed is ``None``, which every rule leaves as DuckDB computes it).
@@ -60,12 +63,13 @@ from colmz.sql.transforms import (
     all_queries,
     float_kind,
     is_arith,
+    is_array,
     table_refs,
 )
 from colmz.sql.tree import Expression, Query
 
 __all__ = [
-    "DOUBLE_CALLS", "FLOAT_DIV", "SAME_TYPE_CALLS", "TYPE_TABLE", "Resolver", "Typer", "branch_items",
+    "DOUBLE_CALLS", "FLOAT_DIV", "SAME_TYPE_CALLS", "TYPE_TABLE", "Resolver", "Typer", "array_columns", "branch_items",
     "case_results", "common_kind", "cte_list_names", "derived_names", "first_branch", "numeric_cast", "output_name",
     "query_expressions",
     "type_kind", "untyped_literal", "window_arguments",
@@ -230,7 +234,7 @@ class Resolver:
             if any(b is None or len(b) != len(branches[0]) for b in branches):
                 return None
             # a column of PostgreSQL's common type of its branches' (a real and an integer: a real)
-            return [(name, common_kind({b[i][1] for b in branches}))
+            return [(name, self.combined({b[i][1] for b in branches}))
                     for i, (name, _) in enumerate(branches[0])]
         entries: Scope = []
         for t in table_refs(q):
@@ -242,11 +246,11 @@ class Resolver:
                 cols = None if got is None else _renamed(t.column_aliases, got)
             elif t.type == "EXPRESSION_LIST" and t.rows and all(len(r) == len(t.rows[0]) for r in t.rows):
                 # VALUES: a column of one kind in every row has it (PostgreSQL names them column1, ...)
-                cols = {f"column{i + 1}": common_kind({self.rules.kind(r[i]) for r in t.rows})
+                cols = {f"column{i + 1}": self.combined({self.rules.kind(r[i]) for r in t.rows})
                         for i in range(len(t.rows[0]))}
             elif t.type == "BASE_TABLE" and t.name:
                 name = t.name[-1].lower()
-                cols = ctes[name] if len(t.name) == 1 and name in ctes else self.rels.get(name)
+                cols = ctes[name] if len(t.name) == 1 and name in ctes else self.relation(t.name)
                 if cols is not None and t.column_aliases:  # AS t(a, b): renamed by position
                     cols = _renamed(t.column_aliases, list(cols.items()))
             entries.append(((t.alias or (t.name[-1] if t.name else "")).lower(), cols))
@@ -266,6 +270,14 @@ class Resolver:
                 return None
             out.append((name.lower(), self.rules.kind(e)))
         return out
+
+    def relation(self, name: tuple[str, ...]) -> Columns:
+        # the columns of the relation a FROM item names (``rels`` names each by its last part)
+        return self.rels.get(name[-1].lower())
+
+    def combined(self, kinds: set[str | None]) -> str | None:
+        # the kind of a column holding values of ``kinds`` (a set operation's, VALUES')
+        return common_kind(kinds)
 
     def require_column(self, n: Expression, scopes: list[Scope], depth: int) -> None:
         # ``n`` names an output column of the query level ``depth`` deep where PostgreSQL
@@ -595,3 +607,57 @@ class Typer:
         # PostgreSQL's common type of a CASE's, coalesce's, greatest's ... values (a NULL and
         # a string literal, of unknown type, take the others')
         return common_kind({self.kind(n, pg) for n in nodes if not untyped_literal(n)})
+
+
+def array_columns(stmts, text: str, relations=()) -> frozenset[tuple[int, int]]:
+    """The spans of the column references of ``stmts`` (the tree of ``text``) that are a
+    slice's subject or an ``ARRAY[...]`` element and resolve (:class:`Resolver`) to a column
+    that is visibly an array: of kind ``"array"`` in ``relations`` (each relation's name as
+    the text writes it, lower case, qualified ones too, with its every column's ``(name,
+    kind)``: what the caller knows of the tables' schemas), or a FROM subquery's, CTE's or
+    VALUES' column whose item is one in every branch (written as one, a cast to an array
+    type, an array function, such a reference; a ``NULL`` beside arrays is one, as
+    PostgreSQL's common type makes it). Only those are known arrays.
+
+    >>> from colmz.sql.tree import parse_tree
+    >>> q = "WITH c AS (SELECT ARRAY[1, 2] AS a) SELECT a[2:], c.a[:1] FROM c, people p"
+    >>> sorted(array_columns(parse_tree(q), q))
+    [(50, 53)]
+    >>> q = "SELECT a[2:] FROM t"
+    >>> sorted(array_columns(parse_tree(q), q, (("t", (("a", "array"), ("b", None))),)))
+    [(7, 8)]
+    """
+    resolver = _ArrayResolver(text, {name: dict(cols) for name, cols in relations}, {}, check_names=False)
+    for q in stmts:
+        resolver.query(q, [], {})
+    out = set()
+    for d in (d for q in stmts for d in all_queries(q)):
+        for root in query_expressions(d):
+            for n in root.walk():
+                subjects = n.children[:1] if n.type == "ARRAY_SLICE" else \
+                    n.children if n.type == "ARRAY_CONSTRUCTOR" else ()
+                out.update((x.start, x.end) for x in subjects
+                           if x.cls == "COLUMN_REF" and resolver.out.get((x.start, x.end)) == "array")
+    return frozenset(out)
+
+
+class _ArrayTyper(Typer):
+    # the kinds array_columns reads: "array" (visibly one, or a reference resolved to one),
+    # "null" (a NULL literal, which takes an array's type beside arrays), else None
+    def kind(self, e: Expression, pg: bool = False) -> str | None:
+        if is_array(e) or (e.cls == "COLUMN_REF" and self.resolved.get((e.start, e.end)) == "array"):
+            return "array"
+        return "null" if e.literal is not None and e.literal.kind == "NULL_LITERAL" else None
+
+
+class _ArrayResolver(Resolver):
+    # Resolver over the array kinds (relations named as the text writes them, qualified too)
+    def __init__(self, *args, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self.rules = _ArrayTyper(self.rules.text, self.out, {})
+
+    def relation(self, name: tuple[str, ...]) -> Columns:
+        return self.rels.get(".".join(name).lower())
+
+    def combined(self, kinds: set[str | None]) -> str | None:
+        return "array" if kinds - {"null"} == {"array"} else None
