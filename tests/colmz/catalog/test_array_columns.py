@@ -53,6 +53,10 @@ QUERIES = [
     "SELECT a, count(*) AS n FROM ar GROUP BY a",
     "SELECT DISTINCT s FROM ar",
     "SELECT id, x FROM ar, unnest(a) AS x",
+    # slices of a column known an array through a star, an outer query's FROM, VALUES
+    "WITH c AS (SELECT * FROM ar) SELECT id, a[2:] AS r FROM c",
+    "SELECT id, (SELECT a[2:]) AS r FROM ar",
+    "SELECT id, v.x[id:] AS r FROM ar, (VALUES (ARRAY[1, 2, 3])) AS v(x)",
 ]
 #: (name, body) of maintained views over the table's array columns.
 VIEWS = [

@@ -139,3 +139,29 @@ def test_translates_jsonb_cast_is_jsonb_and_a_written_json_cast_is_json():
                        ("SELECT CAST('{}' AS json)", "json"), ("SELECT '{}'::jsonb", "jsonb")):
         item = parse_tree(text)[0].items[0]
         assert Typer(text, {}, {}).kind(item) == kind, text
+
+
+@pytest.mark.parametrize(("text", "arrays"), [
+    # through a CTE, a set operation (a NULL beside arrays is one), a star, VALUES, an outer FROM
+    ("WITH c AS (SELECT ARRAY[1] AS a UNION ALL SELECT NULL) SELECT a[1:] FROM c", ["a"]),
+    ("WITH c AS (SELECT NULL AS a UNION ALL SELECT NULL) SELECT a[1:] FROM c", []),
+    ("WITH c AS (SELECT ARRAY[1] AS a UNION ALL SELECT 1) SELECT a[1:] FROM c", []),
+    ("WITH c AS (SELECT ARRAY[1] AS a), d AS (SELECT * FROM c) SELECT a[1:], ARRAY[a] FROM d", ["a", "a"]),
+    ("SELECT x[1:] FROM (VALUES (ARRAY[1]), (NULL)) AS v(x)", ["x"]),
+    ("WITH c AS (SELECT ARRAY[1] AS a) SELECT (SELECT a[1:]) FROM c", ["a"]),
+    # relations by the name the text writes, qualified too; AS t(b) renames by position
+    ("SELECT a[1:], b[1:] FROM s.t", ["a"]),
+    ("SELECT a[1:] FROM other.t", []),
+    ("SELECT b[1:] FROM t AS x(b)", ["b"]),
+    # not known: a FROM item whose columns are not (a table function), two items holding the
+    # name, an ORDER BY expression's name that is also an output name (DuckDB reads the output)
+    ("SELECT a[1:] FROM t, generate_series(1, 2) AS g", []),
+    ("SELECT a[1:] FROM t, t AS u", []),
+    ("WITH c AS (SELECT ARRAY[1] AS a) SELECT a[1:] AS a FROM c ORDER BY a[2:]", ["a"]),
+])
+def test_array_columns_resolve_as_the_typing_pass(text, arrays):
+    from colmz.sql.typing_pass import array_columns
+
+    rels = (("t", (("a", "array"), ("c", None))), ("s.t", (("a", "array"),)))
+    spans = array_columns(parse_tree(text), text, rels)
+    assert sorted(text[s:e] for s, e in spans) == arrays
