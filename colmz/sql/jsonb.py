@@ -78,6 +78,7 @@ __all__ = [
     "jsonb_typeof",
     "refuse_spelled",
     "regexp_match",
+    "set_returning_column",
     "spell_operators",
     "visibly_jsonb",
     "visibly_text",
@@ -860,7 +861,7 @@ def _set_returning(kind: str):
             text = kind == "elements_text"
             values = f"unnest({JSONB_ELEMENTS}({d}, {'true' if text else 'false'}))"
             values = values if text else _as_jsonb(values)
-        return f"(SELECT {values} AS {_column_name(c)})" if c.table else values
+        return f"(SELECT {values} AS {set_returning_column(c)})" if c.table else values
     return rule
 
 
@@ -870,9 +871,10 @@ _NOT_ALIASES = frozenset({"WHERE", "JOIN", "ON", "ORDER", "GROUP", "LIMIT", "LEF
                           "USING", "LATERAL", "QUALIFY", "WITH"})
 
 
-def _column_name(c) -> str:
-    # The column of a one-column set-returning call in FROM: PostgreSQL names it by the
-    # call's alias when it has one without a column list (FROM f(x) AS e)
+def set_returning_column(c) -> str:
+    """The column of a one-column set-returning call ``c`` in FROM: PostgreSQL names it by the
+    call's alias when it has one without a column list (``FROM f(x) AS e``), else by its
+    OUT parameter (``value`` of ``jsonb_array_elements(_text)``) or the function's name."""
     m = _ALIAS.match(c.text, c.node.end)
     if m and not m.group(2) and m.group(1).upper() not in _NOT_ALIASES:
         return m.group(1)

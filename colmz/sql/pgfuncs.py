@@ -41,9 +41,14 @@ strict) and raises PostgreSQL's own message (:data:`ERROR_MESSAGES`, which
 
 from __future__ import annotations
 
+import functools
+import hashlib
 import re
+from collections.abc import Iterator
 
 from colmz.sql.build import BYTEA_IN, RESERVED_PREFIX
+from colmz.sql.errors import UnsupportedSQL
+from colmz.sql.jsonb import set_returning_column
 
 __all__ = [
     "ARRAY_TO_STRING_NULL",
@@ -80,7 +85,8 @@ ERROR_MESSAGES = (r"stride must be greater than zero|timestamps cannot be binned
                   r"|timestamp out of range|invalid hexadecimal digit: \".*\"|invalid hexadecimal data: odd number "
                   r"of digits|invalid symbol \".*\" found while decoding base64 sequence|invalid base64 end sequence"
                   r"|unexpected \"=\" while decoding base64 sequence|invalid input syntax for type bytea"
-                  r"|unrecognized encoding: \".*\"")
+                  r"|unrecognized encoding: \".*\"|regexp_\w+\(\) does not support the \"global\" option"
+                  r"|invalid regular expression option: \".*\"|invalid regular expression: .*")
 
 
 # ----------------------------------------------------------------------------- calendar
@@ -620,6 +626,231 @@ def _base64_decode(text: str) -> bytes:
     return bytes(out)
 
 
+# ----------------------------------------------------------------------------- regular expressions
+
+#: PostgreSQL's regular expression flags colmz reads (``parse_re_flags``): ``c`` and ``i``
+#: (case), ``s`` (the default: not newline-sensitive), ``g`` where the function takes it.
+_RE_FLAGS = frozenset("cigs")
+#: PostgreSQL's flags Python's ``re`` cannot stand for (newline-sensitive modes, basic and
+#: literal syntax, expanded syntax): refused by name.
+_RE_OTHER_FLAGS = frozenset("bemnpqtwx")
+#: ARE escapes (outside a bracket expression) as Python writes them: ``\b`` is a backspace
+#: in PostgreSQL (Python's word boundary is ``\y``), ``\m``/``\M`` a word's start and end,
+#: ``\B`` a backslash; escapes both read alike are copied.
+_RE_ESCAPES = {"b": r"\x08", "y": r"\b", "Y": r"\B", "m": r"\b(?=\w)", "M": r"\b(?<=\w)", "B": r"\\",
+               "e": r"\x1b", "Z": r"\Z", "A": r"\A"}
+_RE_SAME = frozenset("dDsSwWntrfva0123456789")
+
+
+def _re_refused(fn: str, what: str) -> ValueError:
+    return ValueError(f"{fn}() with {what} is not supported by colmz (Python's regular expressions stand "
+                      "for PostgreSQL's)")
+
+
+def _re_text(pattern: str, fn: str) -> str:
+    # The Python text of an ARE pattern: escapes as _RE_ESCAPES, ``$`` the end of the text
+    # (Python's also matches before a final newline), bracket expressions copied; what
+    # reads otherwise in Python is refused (a POSIX class, a lazy quantifier, whose
+    # greediness rules are PostgreSQL's own, a Python-only group).
+    out, i, n = [], 0, len(pattern)
+    # the open groups, the whole pattern first: [where its text starts in out, capturing,
+    # where its current alternative starts in the pattern, its earlier alternatives]
+    groups: list[list] = [[0, False, 0, []]]
+    ambiguous = captures = False
+    while i < n:
+        ch = pattern[i]
+        if ch == "(":
+            capturing = not pattern.startswith("?", i + 1)
+            captures |= capturing
+            groups.append([len(out) + 1, capturing, i + 1 + 2 * (not capturing), []])
+        elif ch == "|":
+            groups[-1][3].append(pattern[groups[-1][2] : i])
+            groups[-1][2] = i + 1
+        elif ch == ")" and len(groups) > 1:
+            at, capturing, alt, alts = groups.pop()
+            ambiguous |= _ambiguous([*alts, pattern[alt:i]])
+            after = pattern[i + 1 : i + 2]
+            if capturing and (after in ("*", "+", "{") or after == "?" and _empty_match("".join(out[at:]))):
+                # which iteration a repeated group reports differs (PostgreSQL's (a+)+ of 'aa'
+                # captures 'a', Python's 'aa'; (b*)* of 'b': 'b' and '')
+                raise _re_refused(fn, "a repeated capture group")
+        if ch == "\\" and i + 1 < n:
+            e = pattern[i + 1]
+            if e in _RE_ESCAPES:
+                out.append(_RE_ESCAPES[e])
+            elif e in _RE_SAME or not e.isalnum():
+                out.append(pattern[i : i + 2])
+            else:
+                raise _re_refused(fn, f"the escape \\{e}")
+            i += 2
+            continue
+        if ch == "[":  # a bracket expression: to its closing ] (one first is a member)
+            j = i + 1 + (pattern.startswith("^", i + 1))
+            j += pattern.startswith("]", j)
+            while j < n and pattern[j] != "]":
+                if pattern[j] == "[" and pattern[j + 1 : j + 2] in (":", "=", "."):
+                    raise _re_refused(fn, "a POSIX bracket class")
+                j += 2 if pattern[j] == "\\" else 1
+            out.append(pattern[i : j + 1])
+            i = j + 1
+            continue
+        if ch in "*+?}" and pattern.startswith("?", i + 1):
+            raise _re_refused(fn, "a non-greedy quantifier")
+        if ch == "(" and pattern.startswith("?P", i + 1):
+            raise _re_refused(fn, "a named group")
+        out.append(r"\Z" if ch == "$" else ch)
+        i += 1
+    if captures and (ambiguous or _ambiguous([*groups[0][3], pattern[groups[0][2]:]])):
+        # which alternative a capture holds differs: PostgreSQL's (a|ab)(c|bcd)(d*) of
+        # 'abcd' captures ab, c, d (each part as long as it can be, left to right), Python's
+        # a, bcd, '' (the first alternative that leads to a match)
+        raise _re_refused(fn, "an alternation (|) that is not of distinct words beside a capture group")
+    return "".join(out)
+
+
+_PLAIN = re.compile(r"(?:[A-Za-z0-9 _,:;=@#%&'\"<>/-]|\\[^A-Za-z0-9])*")
+
+
+def _ambiguous(alternatives: list[str]) -> bool:
+    # Whether alternatives (of one group) may match at one place in two ways: more than one
+    # and not all literal words of which none begins another (case folded)
+    if len(alternatives) < 2:
+        return False
+    if not all(_PLAIN.fullmatch(a) for a in alternatives):
+        return True
+    words = sorted(re.sub(r"\\(.)", r"\1", a).lower() for a in alternatives)
+    return any(b.startswith(a) for a, b in zip(words, words[1:]))
+
+
+def _empty_match(text: str) -> bool:
+    try:
+        return re.fullmatch(text, "") is not None
+    except re.error:
+        return True  # (not a whole expression alone: as if it could)
+
+
+def _re_flags(flags: str, fn: str, glob: bool) -> tuple[int, bool]:
+    # (re options, whether g was given): PostgreSQL's parse_re_flags and its errors
+    options, g = re.S, False
+    for f in flags:
+        if f == "g":
+            if not glob:
+                raise ValueError(f'{fn}() does not support the "global" option')
+            g = True
+        elif f == "i":
+            options |= re.I
+        elif f == "c":
+            options &= ~re.I
+        elif f in _RE_OTHER_FLAGS:
+            raise _re_refused(fn, f"the flag {f!r}")
+        elif f not in _RE_FLAGS:
+            raise ValueError(f'invalid regular expression option: "{f}"')
+    return options, g
+
+
+@functools.lru_cache(maxsize=256)
+def _compiled(pattern: str, options: int, fn: str) -> tuple[re.Pattern, bool]:
+    # (the pattern, whether a match may have several lengths at one start: then the
+    # longest is sought, as PostgreSQL's greedy matching finds it)
+    text = _re_text(pattern, fn)
+    try:
+        rx = re.compile(text, options)
+    except re.error as e:
+        raise ValueError(f"invalid regular expression: {e}") from None
+    return rx, bool(re.search(r"[*+?{|]", text))
+
+
+@functools.lru_cache(maxsize=1024)
+def _ending(rx: re.Pattern, after: int) -> re.Pattern:
+    # rx, matching only where exactly ``after`` characters follow its match
+    return re.compile(f"(?:{rx.pattern})(?=[\\s\\S]{{{after}}}\\Z)", rx.flags)
+
+
+def _matches(s: str, rx: re.Pattern, variable: bool, glob: bool) -> Iterator[re.Match]:
+    # regexp.c's setup_regexp_matches: the leftmost match, the longest there (PostgreSQL's
+    # greedy REs; Python's backtracking takes the first alternative that matches), then
+    # (with g) the next from its end, one character further after an empty match
+    start, n = 0, len(s)
+    while start <= n:
+        m = rx.search(s, start)
+        if m is None:
+            return
+        if variable:
+            for end in range(n, m.end(), -1):
+                longer = _ending(rx, n - end).match(s, m.start())
+                if longer is not None:
+                    m = longer
+                    break
+        yield m
+        if not glob:
+            return
+        start = m.end() + (m.start() == m.end())
+
+
+def regexp_matches(s: str, pattern: str, flags: str = "") -> list[list[str | None]]:
+    """PostgreSQL's ``regexp_matches(s, pattern, flags)``: a row per match (every match with
+    flag ``g``, else the first) of its capture groups (the whole match when the pattern has
+    none), a group that took no part NULL. The pattern is read by Python's ``re`` as
+    PostgreSQL's ARE (see :func:`regexp_split`); a match is the longest at its start.
+
+    >>> regexp_matches('foobarbequebaz', '(bar)(beque)')
+    [['bar', 'beque']]
+    >>> regexp_matches('a1b22', '[0-9]+', 'g'), regexp_matches('abc', 'x')
+    ([['1'], ['22']], [])
+    >>> regexp_matches('abcd', 'a|ab')
+    [['ab']]
+    """
+    options, glob = _re_flags(flags, "regexp_matches", True)
+    rx, variable = _compiled(pattern, options, "regexp_matches")
+    return [list(m.groups()) if rx.groups else [m.group(0)] for m in _matches(s, rx, variable, glob)]
+
+
+def regexp_split(s: str, pattern: str, flags: str = "", fn: str = "regexp_split_to_array") -> list[str]:
+    """PostgreSQL's ``regexp_split_to_array(s, pattern, flags)``: the text between the
+    matches, ignoring an empty match at the start or end of the text or right after a
+    match (regexp.c's degenerate matches). Flags ``c``, ``i``, ``s``; ``g`` is PostgreSQL's
+    error, a pattern Python reads otherwise (a POSIX class, a non-greedy quantifier) refused.
+
+    >>> regexp_split('a b  c', r'\\s*'), regexp_split('abc', ''), regexp_split(',a,', ',')
+    (['a', 'b', 'c'], ['a', 'b', 'c'], ['', 'a', ''])
+    """
+    options, _ = _re_flags(flags, fn, False)
+    rx, variable = _compiled(pattern, options, fn)
+    out, at, prev_end = [], 0, 0
+    for m in _matches(s, rx, variable, True):
+        if m.start() < len(s) and m.end() > prev_end:
+            out.append(s[at : m.start()])
+            at = m.end()
+        prev_end = m.end()
+    out.append(s[at:])
+    return out
+
+
+# ----------------------------------------------------------------------------- sizes
+
+#: PostgreSQL 15's units of pg_size_pretty (dbsize.c): name, the limit below which it is
+#: used, whether the value is half-rounded, its power of two.
+_SIZE_UNITS = (("bytes", 10 * 1024, False, 0), ("kB", 20 * 1024 - 1, True, 10), ("MB", 20 * 1024 - 1, True, 20),
+               ("GB", 20 * 1024 - 1, True, 30), ("TB", 20 * 1024 - 1, True, 40), ("PB", 20 * 1024 - 1, True, 50))
+
+
+def pg_size_pretty(size: int) -> str:
+    """PostgreSQL 15's ``pg_size_pretty(bigint)``: bytes below 10 kB, then each unit while
+    below 20 of the next (half-rounded, C's division toward zero).
+
+    >>> pg_size_pretty(1000000), pg_size_pretty(10239), pg_size_pretty(-10 * 1024**3)
+    ('977 kB', '10239 bytes', '-10 GB')
+    """
+    for k, (name, limit, rounds, bits) in enumerate(_SIZE_UNITS):
+        if k + 1 == len(_SIZE_UNITS) or abs(size) < limit:
+            if rounds:
+                size = _trunc_div(size + (-1 if size < 0 else 1), 2)[0]
+            return f"{size} {name}"
+        nxt = _SIZE_UNITS[k + 1]
+        size = _trunc_div(size, 1 << (nxt[3] - bits - nxt[2] + rounds))[0]
+    raise AssertionError("unreachable")  # pragma: no cover - the last unit always answers
+
+
 # ----------------------------------------------------------------------------- over Arrow
 
 def _arrow(fn, result: str, *types: str):
@@ -628,7 +859,8 @@ def _arrow(fn, result: str, *types: str):
 
     out_type = {"VARCHAR": pa.string(), "INTERVAL": pa.month_day_nano_interval(),
                 "TIMESTAMP": pa.timestamp("us"), "TIMESTAMPTZ": pa.timestamp("us", tz="UTC"),
-                "TIME": pa.time64("us"), "BLOB": pa.binary()}[result]
+                "TIME": pa.time64("us"), "BLOB": pa.binary(), "VARCHAR[]": pa.list_(pa.string()),
+                "VARCHAR[][]": pa.list_(pa.list_(pa.string()))}[result]
 
     def read(col, t):
         if t in ("TIMESTAMP", "TIMESTAMPTZ"):
@@ -703,6 +935,14 @@ INTERVAL_TIME = P + "interval_time"
 INTERVAL_OUT = P + "interval_out"
 ARRAY_TO_STRING_NULL = P + "array_to_string_null"
 ENCODE, DECODE = P + "encode", P + "decode"
+REGEXP_MATCHES, REGEXP_SPLIT = P + "regexp_matches", P + "regexp_split"
+REGEXP_SPLIT_TABLE = P + "regexp_split_table"
+#: sha224 ... sha512 of bytea (bytea: DuckDB's sha256 prints hex text), each with its macro
+#: refusing another argument type.
+_SHA = {f: P + f + "_bytes" for f in ("sha224", "sha256", "sha384", "sha512")}
+SHA = {f: P + f for f in _SHA}
+PG_SIZE_PRETTY = P + "pg_size_pretty"
+_PG_SIZE_PRETTY_INT = P + "pg_size_pretty_int"
 LENGTH = P + "length"
 _ENCODE_BYTES = P + "encode_bytes"
 
@@ -727,6 +967,12 @@ FUNCTIONS = (
     _entry(INTERVAL_OUT, lambda iv: interval_text(*iv), "VARCHAR", "INTERVAL"),
     _entry(_ENCODE_BYTES, encode, "VARCHAR", "BLOB", "VARCHAR"),
     _entry(DECODE, decode, "BLOB", "VARCHAR", "VARCHAR"),
+    _entry(REGEXP_MATCHES, regexp_matches, "VARCHAR[][]", "VARCHAR", "VARCHAR", "VARCHAR"),
+    _entry(REGEXP_SPLIT, regexp_split, "VARCHAR[]", "VARCHAR", "VARCHAR", "VARCHAR"),
+    _entry(REGEXP_SPLIT_TABLE, lambda s, p, f: regexp_split(s, p, f, "regexp_split_to_table"), "VARCHAR[]",
+           "VARCHAR", "VARCHAR", "VARCHAR"),
+    *(_entry(_SHA[f], lambda b, f=f: hashlib.new(f, b).digest(), "BLOB", "BLOB") for f in _SHA),
+    _entry(_PG_SIZE_PRETTY_INT, pg_size_pretty, "VARCHAR", "BIGINT"),
 )
 
 _TO_CHAR_REFUSAL = ("to_char() of a number or an interval is not supported by colmz (Materialize formats "
@@ -734,6 +980,8 @@ _TO_CHAR_REFUSAL = ("to_char() of a number or an interval is not supported by co
 _QUOTE_REFUSAL = ("quote_literal() of a value other than text or an integer is not supported by colmz "
                   "(PostgreSQL prints it with its type''s output function)")
 _INTEGERS = ("TINYINT", "SMALLINT", "INTEGER", "BIGINT")
+_SIZE_REFUSAL = ("pg_size_pretty() of a value that is not an integer is not supported by colmz (PostgreSQL prints "
+                 "a numeric''s fraction)")
 #: Macros choosing by their arguments' types (DuckDB 1.4 or later), each with its form for an
 #: older DuckDB: (macro, fallback).
 TYPED_MACROS = (
@@ -754,6 +1002,13 @@ TYPED_MACROS = (
      f"CREATE OR REPLACE MACRO {ENCODE}(x, f) AS {_ENCODE_BYTES}(x, f)"),
     (f"CREATE OR REPLACE MACRO {LENGTH}(x BLOB) AS CAST(octet_length(x) AS INTEGER), (x) AS length(x)",
      f"CREATE OR REPLACE MACRO {LENGTH}(x) AS length(x)"),
+    *((f"CREATE OR REPLACE MACRO {SHA[f]}(x BLOB) AS {_SHA[f]}(x), (x) AS CAST(error('{f}() of a value that is "
+       "not bytea is not supported by colmz (PostgreSQL hashes bytea only)') AS BLOB)",
+       f"CREATE OR REPLACE MACRO {SHA[f]}(x) AS {_SHA[f]}(x)") for f in _SHA),
+    (f"CREATE OR REPLACE MACRO {PG_SIZE_PRETTY}"
+     + ", ".join(f"(x {t}) AS {_PG_SIZE_PRETTY_INT}(x)" for t in _INTEGERS) + ", "
+     + f"(x) AS CAST(error('{_SIZE_REFUSAL}') AS VARCHAR)",
+     f"CREATE OR REPLACE MACRO {PG_SIZE_PRETTY}(x) AS CAST(error('{_SIZE_REFUSAL}') AS VARCHAR)"),
     (f"CREATE OR REPLACE MACRO {QUOTE_LITERAL}(x VARCHAR) AS {_QUOTE_LITERAL_TEXT}(x), "
      + "".join(f"(x {t}) AS {_QUOTE_LITERAL_TEXT}(CAST(x AS VARCHAR)), " for t in _INTEGERS)
      + f"(x) AS CAST(error('{_QUOTE_REFUSAL}') AS VARCHAR)",
@@ -844,8 +1099,70 @@ def _encode(c):
     return f"{ENCODE}({data}, {c.text_of(f)})"
 
 
+def _texts(c, n: int) -> list[str]:
+    # the call's arguments cast to text, the missing flags argument ''
+    args = [*c.args, *(["''"] * (n - len(c.args)))]
+    return [f"CAST({a} AS VARCHAR)" for a in args]
+
+
+def _set_returning(function: str):
+    # regexp_matches, regexp_split_to_table: a row per element of the list ``function``
+    # gives -- in the select list unnest's rows, in FROM a subquery of them named as
+    # PostgreSQL names the call's column
+    def rule(c):
+        if c.window or c.node.filter is not None or c.node.order_by or c.node.distinct \
+                or len(c.arguments) not in (2, 3):
+            return None
+        if c.inside:
+            raise UnsupportedSQL(f"{c.name}() inside {c.inside} is not supported by colmz (PostgreSQL does not "
+                                 "allow set-returning functions there)")
+        rows = f"unnest({function}({', '.join(_texts(c, 3))}))"
+        return f"(SELECT {rows} AS {set_returning_column(c)})" if c.table else rows
+    return rule
+
+
+def _regexp_split_to_array(c):
+    if not c.plain or len(c.arguments) not in (2, 3):
+        return None
+    return f"{REGEXP_SPLIT}({', '.join(_texts(c, 3))})"
+
+
+#: date_part's units whose value PostgreSQL gives with the seconds' fraction (DuckDB's are
+#: whole): the divisor of the microseconds.
+_FRACTION_UNITS = {**dict.fromkeys(("second", "seconds", "s", "sec", "secs"), "1000000.0"),
+                   **dict.fromkeys(("millisecond", "milliseconds", "ms", "msec", "msecs", "millisecon"), "1000.0")}
+
+
+def _date_part(c):
+    # PostgreSQL's date_part is a double precision, seconds and milliseconds with their
+    # fraction; a unit that is not a literal is refused (its kind is not known here)
+    if not c.plain or len(c.arguments) != 2:
+        return None
+    unit = c.arguments[0].literal
+    if unit is None or unit.kind != "STRING":
+        raise UnsupportedSQL("date_part() of a unit that is not a string literal is not supported by colmz")
+    divisor = _FRACTION_UNITS.get(unit.text.lower())
+    if divisor is not None:
+        return f"CAST(date_part('microsecond', {c.args[1]}) / {divisor} AS DOUBLE)"
+    return f"CAST(date_part({c.args[0]}, {c.args[1]}) AS DOUBLE)"
+
+
+def _sha(name: str):
+    # a string literal is bytea's input text
+    def rule(c):
+        if not c.plain or len(c.arguments) != 1:
+            return None
+        x = c.arguments[0]
+        data = f"{BYTEA_IN}({c.text_of(x)})" if x.literal is not None and x.literal.kind == "STRING" else c.text_of(x)
+        return f"{SHA[name]}({data})"
+    return rule
+
+
 #: Function name as written -> rule (entries of :data:`colmz.sql.transforms.CALLS`).
 CALLS = {
+    "regexp_matches": _set_returning(REGEXP_MATCHES), "regexp_split_to_table": _set_returning(REGEXP_SPLIT_TABLE),
+    "regexp_split_to_array": _regexp_split_to_array, "date_part": _date_part,
+    "pg_size_pretty": _call(PG_SIZE_PRETTY, (1,)), **{f: _sha(f) for f in SHA},
     "to_char": _call(TO_CHAR, (2,)),
     "date_bin": _call(DATE_BIN, (3,)),
     **{f: _call(m, (1,)) for f, m in JUSTIFY.items()},
