@@ -33,6 +33,28 @@ transforms (:mod:`colmz.sql.transforms`): each gives the DuckDB text of one node
   time of day).
 * PostgreSQL's text of an interval (:func:`interval_text`, :data:`INTERVAL_OUT`), which
   ``::text`` of an interval prints (:data:`colmz.sql.translate.INTERVAL_TEXT`).
+* Regular expressions: ``regexp_match`` and ``regexp_matches`` (:func:`regexp_match`,
+  :func:`regexp_matches`), ``regexp_split_to_array``
+  and ``regexp_split_to_table`` (:func:`regexp_split`: PostgreSQL's degenerate empty matches
+  ignored). The pattern is read by Python's ``re`` as PostgreSQL's ARE reads it (its escapes
+  ``\\y \\m \\M \\b``, ``$`` only at the end, ``.`` matching a newline) and a match is the
+  leftmost and, there, the longest, as PostgreSQL's greedy matching finds it; where the
+  two may capture differently -- a repeated capture group, an alternation beside a capture
+  group other than of distinct words, a non-greedy quantifier -- or Python cannot read the
+  pattern, the call is refused by name when it runs, never answered otherwise.
+* Set-returning calls (``regexp_matches``, ``regexp_split_to_table``, ``generate_subscripts``
+  of any dimension): in the select list a row per element (``unnest``), in ``FROM`` a
+  subquery of those rows whose column is named as PostgreSQL names it
+  (:func:`colmz.sql.jsonb.set_returning_column`); inside ``CASE``/``coalesce()`` refused.
+* ``date_part`` is a double precision, seconds and milliseconds with their fraction (a unit
+  that is not a literal is refused); ``pg_size_pretty(bigint)`` (:func:`pg_size_pretty`);
+  ``sha224`` ... ``sha512`` of bytea are bytea; ``get_byte`` (:func:`get_byte`),
+  ``convert_from`` and ``length(bytea, encoding)`` (:func:`convert_from`: UTF8, LATIN1,
+  SQL_ASCII), ``bit_length`` of bytea; a string literal given where only bytea is taken is
+  bytea's input text.
+* Materialize lacks ``to_char`` of a number, ``format``, ``width_bucket``, ``array_dims``,
+  ``SIMILAR TO``: refused by name (here or by :mod:`colmz.sql.translate`), as is
+  ``pg_typeof`` (colmz cannot tell PostgreSQL's exact type of every expression).
 
 Invariant: every function here gives NULL for a NULL argument (PostgreSQL's functions are
 strict) and raises PostgreSQL's own message (:data:`ERROR_MESSAGES`, which
@@ -61,16 +83,22 @@ __all__ = [
     "OPERATORS",
     "PG_KEYWORDS",
     "TYPED_MACROS",
+    "convert_from",
     "date_bin",
     "decode",
     "encode",
+    "get_byte",
     "interval_div",
     "interval_text",
     "justify_days",
     "justify_hours",
     "justify_interval",
+    "pg_size_pretty",
     "quote_ident",
     "quote_literal",
+    "regexp_match",
+    "regexp_matches",
+    "regexp_split",
     "string_to_array_null",
     "to_char",
 ]
@@ -86,7 +114,9 @@ ERROR_MESSAGES = (r"stride must be greater than zero|timestamps cannot be binned
                   r"of digits|invalid symbol \".*\" found while decoding base64 sequence|invalid base64 end sequence"
                   r"|unexpected \"=\" while decoding base64 sequence|invalid input syntax for type bytea"
                   r"|unrecognized encoding: \".*\"|regexp_\w+\(\) does not support the \"global\" option"
-                  r"|invalid regular expression option: \".*\"|invalid regular expression: .*")
+                  r"|invalid regular expression option: \".*\"|invalid regular expression: [\w ()\[\]]+"
+                  r"|index -?\d+ out of valid range, 0\.\.-?\d+|invalid source encoding name \".*\""
+                  r"|invalid byte sequence for encoding \"\w+\": .*")
 
 
 # ----------------------------------------------------------------------------- calendar
@@ -626,6 +656,70 @@ def _base64_decode(text: str) -> bytes:
     return bytes(out)
 
 
+# ----------------------------------------------------------------------------- bytes and encodings
+
+def get_byte(data: bytes, n: int) -> int:
+    r"""PostgreSQL's ``get_byte(bytea, n)``: the byte at offset ``n`` (from 0), its error
+    outside the data.
+
+    >>> get_byte(b'\x01\x02\x03', 1)
+    2
+    """
+    if not 0 <= n < len(data):
+        raise ValueError(f"index {n} out of valid range, 0..{len(data) - 1}")
+    return data[n]
+
+
+#: The source encodings colmz converts from (PostgreSQL's names as pg_char_to_encoding
+#: compares them: lower case, only letters and digits), as Python names them.
+_ENCODINGS = {"utf8": ("UTF8", "utf-8"), "unicode": ("UTF8", "utf-8"), "latin1": ("LATIN1", "latin-1"),
+              "iso88591": ("LATIN1", "latin-1"), "sqlascii": ("SQL_ASCII", "ascii")}
+#: PostgreSQL 15's other encoding names (encnames.c, cleaned as above): known, not converted here.
+_OTHER_ENCODINGS = frozenset("""
+abc alt big5 cp1250 cp1251 cp1252 cp1253 cp1254 cp1255 cp1256 cp1257 cp1258 cp437 cp850 cp852 cp855 cp857 cp858
+cp860 cp861 cp862 cp863 cp864 cp865 cp866 cp869 cp874 cp932 cp936 cp949 cp950 eucchs eucjis2004 eucjp euccn euckr
+euctw gb18030 gbk iso88592 iso88593 iso88594 iso88595 iso88596 iso88597 iso88598 iso88599 iso885910 iso885913
+iso885914 iso885915 iso885916 johab koi8 koi8r koi8u latin10 latin2 latin3 latin4 latin5 latin6 latin7 latin8 latin9
+mskanji muleinternal shiftjis shiftjis2004 sjis tcvn tcvn5712 uhc vscii win win1250 win1251 win1252 win1253 win1254
+win1255 win1256 win1257 win1258 win866 win874 win932 win936 win949 win950 windows1250 windows1251 windows1252
+windows1253 windows1254 windows1255 windows1256 windows1257 windows1258 windows866 windows874 windows932 windows936
+windows949 windows950
+""".split())  # noqa: SIM905 - encnames.c's names as a paragraph
+
+
+def _utf8_length(b: int) -> int:
+    # pg_utf_mblen: a character's length from its first byte
+    return 1 if b < 0x80 else 2 if b & 0xE0 == 0xC0 else 3 if b & 0xF0 == 0xE0 else 4 if b & 0xF8 == 0xF0 else 1
+
+
+def convert_from(data: bytes, encoding: str) -> str:
+    r"""PostgreSQL's ``convert_from(bytea, encoding)`` into UTF8 text, from UTF8, LATIN1 or
+    SQL_ASCII; another of PostgreSQL's encodings is refused by name, a name it does not
+    know is its error, and so is a byte sequence the encoding does not hold (or a zero).
+
+    >>> convert_from(b'a\xc3\xa9', 'UTF-8'), convert_from(b'\xe9', 'latin1')
+    ('aé', 'é')
+    """
+    key = re.sub(r"[^a-z0-9]", "", encoding.lower())
+    if key not in _ENCODINGS:
+        if key in _OTHER_ENCODINGS:
+            raise ValueError(f"convert_from() from the encoding {encoding!r} is not supported by colmz (only "
+                             "UTF8, LATIN1 and SQL_ASCII)")
+        raise ValueError(f'invalid source encoding name "{encoding}"')
+    name, codec = _ENCODINGS[key]
+    # the source is checked first (a zero byte is in none), then SQL_ASCII's bytes as UTF8
+    bad, shown_as = data.find(0), name
+    if bad < 0:
+        try:
+            return data.decode("utf-8" if name == "SQL_ASCII" else codec)
+        except UnicodeDecodeError as e:
+            bad, shown_as = e.start, "UTF8"
+    # wchar.c's report_invalid_encoding: the bytes of the character from the bad one
+    width = 1 if data[bad] == 0 else min(_utf8_length(data[bad]), len(data) - bad, 8)
+    shown = " ".join(f"0x{b:02x}" for b in data[bad : bad + width])
+    raise ValueError(f'invalid byte sequence for encoding "{shown_as}": {shown}')
+
+
 # ----------------------------------------------------------------------------- regular expressions
 
 #: PostgreSQL's regular expression flags colmz reads (``parse_re_flags``): ``c`` and ``i``
@@ -748,6 +842,12 @@ def _re_flags(flags: str, fn: str, glob: bool) -> tuple[int, bool]:
     return options, g
 
 
+_RE_ERRORS = (("missing ), unterminated subpattern", "parentheses () not balanced"),
+              ("unbalanced parenthesis", "parentheses () not balanced"),
+              ("unterminated character set", "brackets [] not balanced"),
+              ("nothing to repeat", "quantifier operand invalid"))
+
+
 @functools.lru_cache(maxsize=256)
 def _compiled(pattern: str, options: int, fn: str) -> tuple[re.Pattern, bool]:
     # (the pattern, whether a match may have several lengths at one start: then the
@@ -756,7 +856,12 @@ def _compiled(pattern: str, options: int, fn: str) -> tuple[re.Pattern, bool]:
     try:
         rx = re.compile(text, options)
     except re.error as e:
-        raise ValueError(f"invalid regular expression: {e}") from None
+        # PostgreSQL's words where both refuse the pattern for one reason; any other
+        # pattern Python refuses may be PostgreSQL's (a lookbehind of varying length)
+        for python, pg in _RE_ERRORS:
+            if str(e).startswith(python):
+                raise ValueError(f"invalid regular expression: {pg}") from None
+        raise _re_refused(fn, f"a pattern Python cannot read ({e})") from None
     return rx, bool(re.search(r"[*+?{|]", text))
 
 
@@ -803,6 +908,22 @@ def regexp_matches(s: str, pattern: str, flags: str = "") -> list[list[str | Non
     options, glob = _re_flags(flags, "regexp_matches", True)
     rx, variable = _compiled(pattern, options, "regexp_matches")
     return [list(m.groups()) if rx.groups else [m.group(0)] for m in _matches(s, rx, variable, glob)]
+
+
+def regexp_match(s: str, pattern: str, flags: str = "") -> list[str | None] | None:
+    """PostgreSQL's ``regexp_match``: the first match's capture groups (the whole match when
+    the pattern has none), None when nothing matches; read as :func:`regexp_matches` reads
+    the pattern (``g`` is PostgreSQL's error).
+
+    >>> regexp_match("foobarbequebaz", "(bar)(beque)"), regexp_match("abc", "B", "i")
+    (['bar', 'beque'], ['b'])
+    >>> regexp_match("abc", "x") is None, regexp_match("abc", "(x)?b")
+    (True, [None])
+    """
+    options, _ = _re_flags(flags, "regexp_match", False)
+    rx, variable = _compiled(pattern, options, "regexp_match")
+    m = next(_matches(s, rx, variable, False), None)
+    return None if m is None else list(m.groups()) if rx.groups else [m.group(0)]
 
 
 def regexp_split(s: str, pattern: str, flags: str = "", fn: str = "regexp_split_to_array") -> list[str]:
@@ -860,7 +981,7 @@ def _arrow(fn, result: str, *types: str):
     out_type = {"VARCHAR": pa.string(), "INTERVAL": pa.month_day_nano_interval(),
                 "TIMESTAMP": pa.timestamp("us"), "TIMESTAMPTZ": pa.timestamp("us", tz="UTC"),
                 "TIME": pa.time64("us"), "BLOB": pa.binary(), "VARCHAR[]": pa.list_(pa.string()),
-                "VARCHAR[][]": pa.list_(pa.list_(pa.string()))}[result]
+                "VARCHAR[][]": pa.list_(pa.list_(pa.string())), "INTEGER": pa.int32()}[result]
 
     def read(col, t):
         if t in ("TIMESTAMP", "TIMESTAMPTZ"):
@@ -937,11 +1058,16 @@ ARRAY_TO_STRING_NULL = P + "array_to_string_null"
 ENCODE, DECODE = P + "encode", P + "decode"
 REGEXP_MATCHES, REGEXP_SPLIT = P + "regexp_matches", P + "regexp_split"
 REGEXP_SPLIT_TABLE = P + "regexp_split_table"
+REGEXP_MATCH = P + "regexp_match_array"
 #: sha224 ... sha512 of bytea (bytea: DuckDB's sha256 prints hex text), each with its macro
 #: refusing another argument type.
 _SHA = {f: P + f + "_bytes" for f in ("sha224", "sha256", "sha384", "sha512")}
 SHA = {f: P + f for f in _SHA}
 PG_SIZE_PRETTY = P + "pg_size_pretty"
+GET_BYTE, CONVERT_FROM, _LENGTH_IN = P + "get_byte", P + "convert_from", P + "length_in"
+BIT_LENGTH = P + "bit_length"
+#: colmz's array_length of any dimension (colmz.sql.translate's macro of that name).
+_ARRAY_LENGTH = P + "array_length"
 _PG_SIZE_PRETTY_INT = P + "pg_size_pretty_int"
 LENGTH = P + "length"
 _ENCODE_BYTES = P + "encode_bytes"
@@ -949,6 +1075,7 @@ _ENCODE_BYTES = P + "encode_bytes"
 #: Functions that may give NULL for values (to_char of an infinity or with an empty template):
 #: registered with DuckDB's special NULL handling (a NULL argument still gives NULL).
 NULL_FUNCTIONS = (
+    _entry(REGEXP_MATCH, regexp_match, "VARCHAR[]", "VARCHAR", "VARCHAR", "VARCHAR"),
     _entry(_TO_CHAR_TS, _to_char_ts, "VARCHAR", "TIMESTAMP", "VARCHAR"),
     _entry(_TO_CHAR_TZ, _to_char_tz, "VARCHAR", "TIMESTAMPTZ", "VARCHAR"),
 )
@@ -973,6 +1100,9 @@ FUNCTIONS = (
            "VARCHAR", "VARCHAR", "VARCHAR"),
     *(_entry(_SHA[f], lambda b, f=f: hashlib.new(f, b).digest(), "BLOB", "BLOB") for f in _SHA),
     _entry(_PG_SIZE_PRETTY_INT, pg_size_pretty, "VARCHAR", "BIGINT"),
+    _entry(GET_BYTE, get_byte, "INTEGER", "BLOB", "INTEGER"),
+    _entry(CONVERT_FROM, convert_from, "VARCHAR", "BLOB", "VARCHAR"),
+    _entry(_LENGTH_IN, lambda b, e: len(convert_from(b, e)), "INTEGER", "BLOB", "VARCHAR"),
 )
 
 _TO_CHAR_REFUSAL = ("to_char() of a number or an interval is not supported by colmz (Materialize formats "
@@ -1002,6 +1132,8 @@ TYPED_MACROS = (
      f"CREATE OR REPLACE MACRO {ENCODE}(x, f) AS {_ENCODE_BYTES}(x, f)"),
     (f"CREATE OR REPLACE MACRO {LENGTH}(x BLOB) AS CAST(octet_length(x) AS INTEGER), (x) AS length(x)",
      f"CREATE OR REPLACE MACRO {LENGTH}(x) AS length(x)"),
+    (f"CREATE OR REPLACE MACRO {BIT_LENGTH}(x BLOB) AS CAST(octet_length(x) * 8 AS INTEGER), (x) AS bit_length(x)",
+     f"CREATE OR REPLACE MACRO {BIT_LENGTH}(x) AS bit_length(x)"),
     *((f"CREATE OR REPLACE MACRO {SHA[f]}(x BLOB) AS {_SHA[f]}(x), (x) AS CAST(error('{f}() of a value that is "
        "not bytea is not supported by colmz (PostgreSQL hashes bytea only)') AS BLOB)",
        f"CREATE OR REPLACE MACRO {SHA[f]}(x) AS {_SHA[f]}(x)") for f in _SHA),
@@ -1121,10 +1253,13 @@ def _set_returning(function: str):
     return rule
 
 
-def _regexp_split_to_array(c):
-    if not c.plain or len(c.arguments) not in (2, 3):
-        return None
-    return f"{REGEXP_SPLIT}({', '.join(_texts(c, 3))})"
+def _regexp_call(name: str):
+    # regexp_match, regexp_split_to_array: the call of colmz's function of text arguments
+    def rule(c):
+        if not c.plain or len(c.arguments) not in (2, 3):
+            return None
+        return f"{name}({', '.join(_texts(c, 3))})"
+    return rule
 
 
 #: date_part's units whose value PostgreSQL gives with the seconds' fraction (DuckDB's are
@@ -1147,26 +1282,51 @@ def _date_part(c):
     return f"CAST(date_part({c.args[0]}, {c.args[1]}) AS DOUBLE)"
 
 
-def _sha(name: str):
-    # a string literal is bytea's input text
+def _bytea_call(name: str, arity: tuple[int, ...]):
+    # a call whose first argument is bytea: a string literal there is bytea's input text
     def rule(c):
-        if not c.plain or len(c.arguments) != 1:
+        if not c.plain or len(c.arguments) not in arity:
             return None
         x = c.arguments[0]
         data = f"{BYTEA_IN}({c.text_of(x)})" if x.literal is not None and x.literal.kind == "STRING" else c.text_of(x)
-        return f"{SHA[name]}({data})"
+        return f"{name}({', '.join((data, *c.args[1:]))})"
     return rule
+
+
+def _length(c):
+    # length(text | bytea), length(bytea, encoding): its characters in that encoding
+    return _bytea_call(_LENGTH_IN, (2,))(c) if len(c.arguments) == 2 else _call(LENGTH, (1,))(c)
+
+
+def _generate_subscripts(c):
+    # PostgreSQL's generate_subscripts(a, dim[, reverse]): the subscripts of dimension dim
+    # (none for a NULL array or a dimension it lacks), a row each -- as unnest's rows in
+    # the select list, a subquery of them in FROM; DuckDB's reads one dimension only
+    if c.window or c.node.filter is not None or c.node.order_by or c.node.distinct or len(c.arguments) not in (2, 3):
+        return None
+    if c.inside:
+        raise UnsupportedSQL(f"generate_subscripts() inside {c.inside} is not supported by colmz (PostgreSQL does "
+                             "not allow set-returning functions there)")
+    n = f"{_ARRAY_LENGTH}({c.args[0]}, {c.args[1]})"
+    series = f"range(1, {n} + 1)"
+    if len(c.arguments) == 3:
+        series = f"CASE WHEN {c.args[2]} THEN range({n}, 0, -1) ELSE {series} END"
+    rows = f"unnest({series})"
+    return f"(SELECT {rows} AS {set_returning_column(c)})" if c.table else rows
 
 
 #: Function name as written -> rule (entries of :data:`colmz.sql.transforms.CALLS`).
 CALLS = {
     "regexp_matches": _set_returning(REGEXP_MATCHES), "regexp_split_to_table": _set_returning(REGEXP_SPLIT_TABLE),
-    "regexp_split_to_array": _regexp_split_to_array, "date_part": _date_part,
-    "pg_size_pretty": _call(PG_SIZE_PRETTY, (1,)), **{f: _sha(f) for f in SHA},
+    "regexp_split_to_array": _regexp_call(REGEXP_SPLIT), "regexp_match": _regexp_call(REGEXP_MATCH),
+    "date_part": _date_part,
+    "pg_size_pretty": _call(PG_SIZE_PRETTY, (1,)), **{f: _bytea_call(m, (1,)) for f, m in SHA.items()},
+    "get_byte": _bytea_call(GET_BYTE, (2,)), "convert_from": _bytea_call(CONVERT_FROM, (2,)),
+    "bit_length": _call(BIT_LENGTH, (1,)), "generate_subscripts": _generate_subscripts,
     "to_char": _call(TO_CHAR, (2,)),
     "date_bin": _call(DATE_BIN, (3,)),
     **{f: _call(m, (1,)) for f, m in JUSTIFY.items()},
-    "encode": _encode, "decode": _call(DECODE, (2,)), "length": _call(LENGTH, (1,)),
+    "encode": _encode, "decode": _call(DECODE, (2,)), "length": _length,
     "quote_ident": _call(QUOTE_IDENT, (1,)),
     "quote_literal": _call(QUOTE_LITERAL, (1,)),
     "quote_nullable": lambda c: f"coalesce({_call(QUOTE_LITERAL, (1,))(c)}, 'NULL')"
