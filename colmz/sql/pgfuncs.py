@@ -862,7 +862,19 @@ def _compiled(pattern: str, options: int, fn: str) -> tuple[re.Pattern, bool]:
             if str(e).startswith(python):
                 raise ValueError(f"invalid regular expression: {pg}") from None
         raise _re_refused(fn, f"a pattern Python cannot read ({e})") from None
-    return rx, bool(re.search(r"[*+?{|]", text))
+    return rx, _may_be_shorter(text)
+
+
+def _may_be_shorter(text: str) -> bool:
+    # Whether Python's first match at a place may be shorter than the longest there: some
+    # alternation, or a quantifier other than a last one of one character or class (whose
+    # greedy count is the longest: nothing after it backtracks)
+    if "|" in text:
+        return True
+    flat = re.sub(r"\\.|\[\^?\]?[^\]]*\]", "a", re.sub(r"\(\?[:=!<]+", "(", text.removesuffix("\\Z")))
+    last = re.search(r"(?:[*+?]|\{[0-9,]*\})$", flat)
+    rest = flat[: last.start()] if last else flat
+    return bool(re.search(r"[*+?{]", rest)) or (last is not None and rest.endswith(")"))
 
 
 @functools.lru_cache(maxsize=1024)
