@@ -2175,6 +2175,10 @@ QUERIES = [
     ('mzf2_srf_beside_srf', "SELECT id, regexp_split_to_table(name, 'a') AS w, regexp_matches(name, '[aeiou]', 'g') AS m "
                             "FROM people ORDER BY id, w, m"),
     ('mzf2_srf_grouped', "SELECT regexp_matches(name, 'a') AS m, count(*) AS n FROM people GROUP BY 1 ORDER BY 1"),
+    ('mzf2_array_cat_dims', "SELECT array_cat(ARRAY[[1, 2]], ARRAY[[3, 4]]) AS a, array_cat(ARRAY[[1, 2]], NULL) AS b, "
+                            "array_cat(array_agg(id), ARRAY[0]) AS c FROM people"),
+    ('mzf2_array_cat_other_dims_refused', "SELECT array_cat(ARRAY[[1, 2]], ARRAY[3, 4]) AS a"),
+    ('mzf2_fail_array_cat_ragged', "SELECT array_cat(ARRAY[[1, 2]], ARRAY[[3, 4, 5]]) AS a"),
     ('mzf2_width_bucket_refused', "SELECT width_bucket(5.35, 0.024, 10.06, 5) AS a"),
     ('mzf2_format_refused', "SELECT format('%s-%s', id, name) AS a FROM people"),
     ('mzf2_array_dims_refused', "SELECT array_dims(ARRAY[[1, 2], [3, 4]]) AS a"),

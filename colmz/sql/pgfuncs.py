@@ -52,6 +52,8 @@ transforms (:mod:`colmz.sql.transforms`): each gives the DuckDB text of one node
   ``convert_from`` and ``length(bytea, encoding)`` (:func:`convert_from`: UTF8, LATIN1,
   SQL_ASCII), ``bit_length`` of bytea; a string literal given where only bytea is taken is
   bytea's input text.
+* ``array_cat`` of arrays of several dimensions checks their sub-arrays' shapes (PostgreSQL's
+  error); of arrays of different dimensions it is refused by name (DuckDB's list types differ).
 * Materialize lacks ``to_char`` of a number, ``format``, ``width_bucket``, ``array_dims``,
   ``SIMILAR TO``: refused by name (here or by :mod:`colmz.sql.translate`), as is
   ``pg_typeof`` (colmz cannot tell PostgreSQL's exact type of every expression).
@@ -116,7 +118,7 @@ ERROR_MESSAGES = (r"stride must be greater than zero|timestamps cannot be binned
                   r"|unrecognized encoding: \".*\"|regexp_\w+\(\) does not support the \"global\" option"
                   r"|invalid regular expression option: \".*\"|invalid regular expression: [\w ()\[\]]+"
                   r"|index -?\d+ out of valid range, 0\.\.-?\d+|invalid source encoding name \".*\""
-                  r"|invalid byte sequence for encoding \"\w+\": .*")
+                  r"|invalid byte sequence for encoding \"\w+\": .*|cannot concatenate incompatible arrays")
 
 
 # ----------------------------------------------------------------------------- calendar
@@ -1158,6 +1160,8 @@ TYPED_MACROS = (
      + f"(x) AS CAST(error('{_QUOTE_REFUSAL}') AS VARCHAR)",
      f"CREATE OR REPLACE MACRO {QUOTE_LITERAL}(x) AS {_QUOTE_LITERAL_TEXT}(CAST(x AS VARCHAR))"),
 )
+ARRAY_CAT = P + "array_cat"
+_ARRAY_DIMS = P + "array_dims"  # (colmz.sql.translate's number of dimensions of an array)
 _ARRAY_TO_STRING = P + "array_to_string"  # (colmz.sql.transforms' two-argument form)
 _NUMERIC_ELEMENTS = ("array_to_string() of numeric elements is not supported by colmz (PostgreSQL prints "
                      "each element''s own scale)")
@@ -1166,6 +1170,12 @@ _NUMERIC_ELEMENTS = ("array_to_string() of numeric elements is not supported by 
 #: ``n`` it is the two-argument form (NULL elements left out). ``string_to_array(s, d, n)``:
 #: elements equal to ``n`` are NULL (none when ``n`` is NULL).
 MACROS = (
+    # array_cat of two arrays of several dimensions: their sub-arrays of one shape
+    # (PostgreSQL's error; DuckDB's lists of lists may be ragged)
+    f"CREATE OR REPLACE MACRO {ARRAY_CAT}(a, b) AS CASE WHEN {_ARRAY_DIMS}(a) >= 2 AND len(a) > 0 AND len(b) > 0 "
+    f"AND NOT list_bool_and([{_ARRAY_LENGTH}(a, d) IS NOT DISTINCT FROM {_ARRAY_LENGTH}(b, d) "
+    f"FOR d IN range(2, {_ARRAY_DIMS}(a) + 1)]) THEN error('cannot concatenate incompatible arrays') "
+    "ELSE array_cat(a, b) END",
     f"CREATE OR REPLACE MACRO {ARRAY_TO_STRING_NULL}(a, d, n) AS CASE WHEN n IS NULL THEN "
     f"{_ARRAY_TO_STRING}(a, d) WHEN typeof(a) = 'BOOLEAN[]' THEN "
     "array_to_string([coalesce(left(CAST(x AS VARCHAR), 1), n) FOR x IN a], d) "
@@ -1335,6 +1345,7 @@ CALLS = {
     "pg_size_pretty": _call(PG_SIZE_PRETTY, (1,)), **{f: _bytea_call(m, (1,)) for f, m in SHA.items()},
     "get_byte": _bytea_call(GET_BYTE, (2,)), "convert_from": _bytea_call(CONVERT_FROM, (2,)),
     "bit_length": _call(BIT_LENGTH, (1,)), "generate_subscripts": _generate_subscripts,
+    "array_cat": _call(ARRAY_CAT, (2,)),
     "to_char": _call(TO_CHAR, (2,)),
     "date_bin": _call(DATE_BIN, (3,)),
     **{f: _call(m, (1,)) for f, m in JUSTIFY.items()},

@@ -231,6 +231,8 @@ QUERIES = [
     "SELECT * FROM generate_subscripts(ARRAY[[1, 2, 3], [4, 5, 6]], 2) AS i",
     "SELECT k, i FROM t, generate_subscripts(string_to_array(s, 'b'), 1, true) AS i ORDER BY k, i",
     "SELECT generate_subscripts(ARRAY[10, 20], 1) AS i, generate_subscripts(NULL::int[], 1) IS NULL AS n",
+    "SELECT array_cat(ARRAY[[1, 2]], ARRAY[[3, 4]]) AS a, array_cat(ARRAY[[1, 2]], NULL) AS b, "
+    "array_cat(ARRAY[]::int[], ARRAY[1]) AS c, array_cat(ARRAY[[[1], [2]]], ARRAY[[[3], [4]]]) AS d",
     "SELECT sha224('abc'::bytea) AS a, sha256('\\x6162') AS b, encode(sha512(decode(s, 'escape')), 'hex') AS c "
     "FROM t WHERE k < 3 ORDER BY k",
 ]
@@ -255,6 +257,8 @@ FAILING = [
     "SELECT convert_from('\\x80'::bytea, 'SQL_ASCII') AS a",
     "SELECT convert_from('\\x61'::bytea, 'nope') AS a",
     "SELECT length('\\xff'::bytea, 'UTF8') AS a",
+    "SELECT array_cat(ARRAY[[1, 2]], ARRAY[[3, 4, 5]]) AS a",
+    "SELECT array_cat(ARRAY[[[1], [2]]], ARRAY[[[3, 5], [4, 6]]]) AS a",
 ]
 SETUP = ["CREATE TABLE t (k INT, ts TIMESTAMP, d DATE, s TEXT)",
          "INSERT INTO t VALUES (1, '2024-03-01 14:05:06.789', '2024-02-29', 'abc'), "
@@ -308,6 +312,7 @@ def test_refused_by_name():
                       ("SELECT sha256('a'::text)", "sha256() of a value that is not bytea"),
                       ("SELECT convert_from('\\x61'::bytea, 'EUC_JP')", "convert_from() from the encoding 'EUC_JP'"),
                       ("SELECT regexp_matches('ab', '(?<=a+)b')", "a pattern Python cannot read"),
+                      ("SELECT array_cat(ARRAY[[1, 2]], ARRAY[3, 4])", "array_cat() or || of arrays of different dimensions"),
                       ("SELECT date_part(s, ts) FROM (SELECT 'year' AS s, now() AS ts) x",
                        "date_part() of a unit that is not a string literal")]:
         with pytest.raises(UnsupportedSQL, match=what.replace("(", r"\(").replace(")", r"\)")):
