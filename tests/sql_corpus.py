@@ -2179,6 +2179,8 @@ QUERIES = [
                             "array_cat(array_agg(id), ARRAY[0]) AS c FROM people"),
     ('mzf2_array_cat_other_dims_refused', "SELECT array_cat(ARRAY[[1, 2]], ARRAY[3, 4]) AS a"),
     ('mzf2_fail_array_cat_ragged', "SELECT array_cat(ARRAY[[1, 2]], ARRAY[[3, 4, 5]]) AS a"),
+    ('mzf2_srf_unaliased_star', "SELECT regexp_split_to_table.* FROM regexp_split_to_table('a b', ' ')"),
+    ('mzf2_srf_ordinality_refused', "SELECT * FROM regexp_matches('a1b2', '[0-9]', 'g') WITH ORDINALITY AS m(x, n)"),
     ('mzf2_width_bucket_refused', "SELECT width_bucket(5.35, 0.024, 10.06, 5) AS a"),
     ('mzf2_format_refused', "SELECT format('%s-%s', id, name) AS a FROM people"),
     ('mzf2_array_dims_refused', "SELECT array_dims(ARRAY[[1, 2], [3, 4]]) AS a"),

@@ -74,7 +74,7 @@ __all__ = [
     "jsonb_plain",
     "jsonb_typeof",
     "refuse_spelled",
-    "set_returning_column",
+    "from_rows",
     "spell_operators",
     "visibly_jsonb",
     "visibly_text",
@@ -827,7 +827,7 @@ def _set_returning(kind: str):
             text = kind == "elements_text"
             values = f"unnest({JSONB_ELEMENTS}({d}, {'true' if text else 'false'}))"
             values = values if text else _as_jsonb(values)
-        return f"(SELECT {values} AS {set_returning_column(c)})" if c.table else values
+        return from_rows(c, values) if c.table else values
     return rule
 
 
@@ -837,15 +837,20 @@ _NOT_ALIASES = frozenset({"WHERE", "JOIN", "ON", "ORDER", "GROUP", "LIMIT", "LEF
                           "USING", "LATERAL", "QUALIFY", "WITH"})
 
 
-def set_returning_column(c) -> str:
-    """The column of a one-column set-returning call ``c`` in FROM: PostgreSQL names it by the
-    call's alias when it has one without a column list (``FROM f(x) AS e``), else by its
-    OUT parameter (``value`` of ``jsonb_array_elements(_text)``) or the function's name."""
+def from_rows(c, rows: str) -> str:
+    """The FROM item of a one-column set-returning call ``c`` whose rows are the select item
+    ``rows``: a subquery of them, its column named as PostgreSQL names it -- by the call's
+    alias when it has one without a column list (``FROM f(x) AS e``), else by its OUT
+    parameter (``value`` of ``jsonb_array_elements(_text)``) or the function's name -- and
+    without an alias aliased by the function's name, as PostgreSQL's (``f.*``). ``WITH
+    ORDINALITY`` after it is refused by name (it would follow the subquery)."""
+    if re.match(r"\s*WITH\s+ORDINALITY\b", c.text[c.node.end :], re.IGNORECASE):
+        raise UnsupportedSQL(f"{c.name}() WITH ORDINALITY is not supported by colmz")
     m = _ALIAS.match(c.text, c.node.end)
-    if m and not m.group(2) and m.group(1).upper() not in _NOT_ALIASES:
-        return m.group(1)
-    # else its OUT parameter's name (jsonb_array_elements(_text)), or the function's
-    return "value" if c.name.startswith("jsonb_array_elements") else c.name
+    if m and m.group(1).upper() not in _NOT_ALIASES:
+        return f"(SELECT {rows} AS {c.name if m.group(2) else m.group(1)})"
+    column = "value" if c.name.startswith("jsonb_array_elements") else c.name
+    return f"(SELECT {rows} AS {column}) AS {c.name}"
 
 
 def _row_to_json(c):

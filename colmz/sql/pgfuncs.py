@@ -45,7 +45,8 @@ transforms (:mod:`colmz.sql.transforms`): each gives the DuckDB text of one node
 * Set-returning calls (``regexp_matches``, ``regexp_split_to_table``, ``generate_subscripts``
   of any dimension): in the select list a row per element (``unnest``), in ``FROM`` a
   subquery of those rows whose column is named as PostgreSQL names it
-  (:func:`colmz.sql.jsonb.set_returning_column`); inside ``CASE``/``coalesce()`` refused.
+  (:func:`colmz.sql.jsonb.from_rows`; ``WITH ORDINALITY`` refused); inside
+  ``CASE``/``coalesce()`` refused.
 * ``date_part`` is a double precision, seconds and milliseconds with their fraction (a unit
   that is not a literal is refused); ``pg_size_pretty(bigint)`` (:func:`pg_size_pretty`);
   ``sha224`` ... ``sha512`` of bytea are bytea; ``get_byte`` (:func:`get_byte`),
@@ -72,7 +73,7 @@ from collections.abc import Iterator
 
 from colmz.sql.build import BYTEA_IN, RESERVED_PREFIX
 from colmz.sql.errors import UnsupportedSQL
-from colmz.sql.jsonb import set_returning_column
+from colmz.sql.jsonb import from_rows
 
 __all__ = [
     "ARRAY_TO_STRING_NULL",
@@ -1271,7 +1272,7 @@ def _set_returning(function: str):
             raise UnsupportedSQL(f"{c.name}() inside {c.inside} is not supported by colmz (PostgreSQL does not "
                                  "allow set-returning functions there)")
         rows = f"unnest({function}({', '.join(_texts(c, 3))}))"
-        return f"(SELECT {rows} AS {set_returning_column(c)})" if c.table else rows
+        return from_rows(c, rows) if c.table else rows
     return rule
 
 
@@ -1334,7 +1335,7 @@ def _generate_subscripts(c):
     if len(c.arguments) == 3:
         series = f"CASE WHEN {c.args[2]} THEN range({n}, 0, -1) ELSE {series} END"
     rows = f"unnest({series})"
-    return f"(SELECT {rows} AS {set_returning_column(c)})" if c.table else rows
+    return from_rows(c, rows) if c.table else rows
 
 
 #: Function name as written -> rule (entries of :data:`colmz.sql.transforms.CALLS`).

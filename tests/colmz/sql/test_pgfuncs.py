@@ -220,6 +220,7 @@ QUERIES = [
     "SELECT k, regexp_matches(s, '[a-z]', 'g') AS m FROM t ORDER BY k, m",
     "SELECT k, m, m[1] AS first FROM t, regexp_matches(s, '^(.)(.)') AS m ORDER BY k",
     "SELECT * FROM regexp_matches('a1b22', '([a-z])([0-9]+)', 'g') AS r(x) ORDER BY x",
+    "SELECT regexp_matches.regexp_matches[1] AS a FROM regexp_matches('a1b22', '[0-9]+', 'g') ORDER BY 1",
     "SELECT k, regexp_split_to_array(s, '\\s*') AS a, regexp_split_to_array(s, 'E', 'i') AS b FROM t ORDER BY k",
     "SELECT k, w FROM t CROSS JOIN LATERAL regexp_split_to_table(s, ' ') AS w ORDER BY k, w",
     "SELECT date_part('second', ts) AS a, date_part('milliseconds', ts) AS b, date_part('dow', d) AS c, "
@@ -313,6 +314,8 @@ def test_refused_by_name():
                       ("SELECT convert_from('\\x61'::bytea, 'EUC_JP')", "convert_from() from the encoding 'EUC_JP'"),
                       ("SELECT regexp_matches('ab', '(?<=a+)b')", "a pattern Python cannot read"),
                       ("SELECT array_cat(ARRAY[[1, 2]], ARRAY[3, 4])", "array_cat() or || of arrays of different dimensions"),
+                      ("SELECT * FROM regexp_split_to_table('a', ',') WITH ORDINALITY AS m(x, n)",
+                       "regexp_split_to_table() WITH ORDINALITY"),
                       ("SELECT date_part(s, ts) FROM (SELECT 'year' AS s, now() AS ts) x",
                        "date_part() of a unit that is not a string literal")]:
         with pytest.raises(UnsupportedSQL, match=what.replace("(", r"\(").replace(")", r"\)")):
