@@ -459,7 +459,8 @@ class _Planner(JoinLowering, SubqueryLowering, ReduceLowering, SetOpLowering, Wi
 
     TABLE_FUNCTIONS = {"generate_series": (2, 3), "unnest": (1,), "jsonb_array_elements": (1,),
                        "jsonb_array_elements_text": (1,), "jsonb_object_keys": (1,), "jsonb_each": (1,),
-                       "jsonb_each_text": (1,)}
+                       "jsonb_each_text": (1,), "regexp_matches": (2, 3), "regexp_split_to_table": (2, 3),
+                       "generate_subscripts": (2, 3)}
     #: The output columns a table function names itself (PostgreSQL's OUT parameters): a
     #: column alias list renames them; a function not listed has one column, named by its
     #: column alias, else its table alias, else the function (colmz/sql/jsonb.py names the

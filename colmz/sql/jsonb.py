@@ -1,4 +1,4 @@
-"""PostgreSQL's jsonb functions and operators, and ``initcap`` / ``regexp_match``, for translate.
+"""PostgreSQL's jsonb functions and operators, and ``initcap``, for translate.
 
 colmz keeps a jsonb value as PostgreSQL's jsonb text (:func:`jsonb_dump`: object keys
 sorted by length then bytes, the last of duplicate keys kept, ``": "`` and ``", "`` between
@@ -35,9 +35,6 @@ to another jsonb function is known to be jsonb when DuckDB binds the query.
 * Set-returning calls (``jsonb_array_elements[_text]``, ``jsonb_object_keys``, and as a
   ``FROM`` item also ``jsonb_each[_text]``) unnest a list: in the select list a row per
   element, as PostgreSQL's set-returning functions there.
-* ``regexp_match`` reads the pattern with Python's ``re`` (``.`` matching a newline, as in
-  PostgreSQL); a POSIX class (``[:alpha:]``) or a flag other than ``i``, ``c``, ``s`` is
-  refused when it runs.
 """
 
 from __future__ import annotations
@@ -77,7 +74,7 @@ __all__ = [
     "jsonb_plain",
     "jsonb_typeof",
     "refuse_spelled",
-    "regexp_match",
+    "from_rows",
     "spell_operators",
     "visibly_jsonb",
     "visibly_text",
@@ -521,33 +518,6 @@ def initcap(s: str) -> str:
     return "".join(out)
 
 
-def regexp_match(s: str, pattern: str, flags: str) -> list | None:
-    """PostgreSQL's ``regexp_match``: the first match's capture groups (the whole match when
-    the pattern has none) as a text array, None when nothing matches.
-
-    >>> regexp_match("foobarbequebaz", "(bar)(beque)", ""), regexp_match("abc", "B", "i")
-    (['bar', 'beque'], ['b'])
-    >>> regexp_match("abc", "x", "") is None
-    True
-    """
-    options = re.S
-    for f in flags:
-        if f == "i":
-            options |= re.I
-        elif f == "g":
-            raise ValueError("regexp_match() does not support the \"global\" option")
-        elif f not in "cs":
-            raise ValueError(f"regexp_match() with the flag {f!r} is not supported by colmz "
-                             "(Python's regular expressions stand for PostgreSQL's)")
-    if "[:" in pattern or "[=" in pattern or "[." in pattern:
-        raise ValueError("regexp_match() of a pattern with a POSIX bracket class is not supported "
-                         "by colmz (Python's regular expressions stand for PostgreSQL's)")
-    m = re.search(pattern, s, options)
-    if m is None:
-        return None
-    return list(m.groups()) if m.re.groups else [m.group(0)]
-
-
 # ----------------------------------------------------------------------------- Arrow functions
 
 def arrow_entry(name: str, fn, args: tuple[str, ...], result: str = "VARCHAR", nulls: bool = False) -> tuple:
@@ -598,7 +568,6 @@ JSONB_KEY = P + "jsonb_key"
 #: :func:`jsonb_plain` of a jsonb text: what DISTINCT, GROUP BY, a set operation of jsonb read.
 JSONB_PLAIN = P + "jsonb_plain"
 INITCAP = P + "initcap"
-REGEXP_MATCH_ARRAY = P + "regexp_match_array"
 
 #: (name, function over Arrow, argument types, result type): registered on every colmz
 #: connection (:func:`colmz.sql.run.connect`); a NULL argument gives NULL.
@@ -630,8 +599,6 @@ NULL_FUNCTIONS = (
     arrow_entry(JSON_PATH, json_path, ("VARCHAR", "VARCHAR[]", "BOOLEAN"), nulls=True),
     arrow_entry(JSONB_PATH, lambda d, p, t: None if d is None or p is None else jsonb_path(d, p, t),
            ("VARCHAR", "VARCHAR[]", "BOOLEAN"), nulls=True),
-    arrow_entry(REGEXP_MATCH_ARRAY, lambda s, p, f: None if s is None or p is None or f is None else regexp_match(s, p, f),
-           ("VARCHAR", "VARCHAR", "VARCHAR"), "VARCHAR[]", nulls=True),
 )
 
 _INTEGERS = ("TINYINT", "SMALLINT", "INTEGER", "BIGINT", "HUGEINT", "UTINYINT", "USMALLINT", "UINTEGER",
@@ -860,7 +827,7 @@ def _set_returning(kind: str):
             text = kind == "elements_text"
             values = f"unnest({JSONB_ELEMENTS}({d}, {'true' if text else 'false'}))"
             values = values if text else _as_jsonb(values)
-        return f"(SELECT {values} AS {_column_name(c)})" if c.table else values
+        return from_rows(c, values) if c.table else values
     return rule
 
 
@@ -870,22 +837,20 @@ _NOT_ALIASES = frozenset({"WHERE", "JOIN", "ON", "ORDER", "GROUP", "LIMIT", "LEF
                           "USING", "LATERAL", "QUALIFY", "WITH"})
 
 
-def _column_name(c) -> str:
-    # The column of a one-column set-returning call in FROM: PostgreSQL names it by the
-    # call's alias when it has one without a column list (FROM f(x) AS e)
+def from_rows(c, rows: str) -> str:
+    """The FROM item of a one-column set-returning call ``c`` whose rows are the select item
+    ``rows``: a subquery of them, its column named as PostgreSQL names it -- by the call's
+    alias when it has one without a column list (``FROM f(x) AS e``), else by its OUT
+    parameter (``value`` of ``jsonb_array_elements(_text)``) or the function's name -- and
+    without an alias aliased by the function's name, as PostgreSQL's (``f.*``). ``WITH
+    ORDINALITY`` after it is refused by name (it would follow the subquery)."""
+    if re.match(r"\s*WITH\s+ORDINALITY\b", c.text[c.node.end :], re.IGNORECASE):
+        raise UnsupportedSQL(f"{c.name}() WITH ORDINALITY is not supported by colmz")
     m = _ALIAS.match(c.text, c.node.end)
-    if m and not m.group(2) and m.group(1).upper() not in _NOT_ALIASES:
-        return m.group(1)
-    # else its OUT parameter's name (jsonb_array_elements(_text)), or the function's
-    return "value" if c.name.startswith("jsonb_array_elements") else c.name
-
-
-def _regexp_match_call(c):
-    if not c.plain or len(c.arguments) not in (2, 3):
-        return None
-    a = c.args
-    flags = a[2] if len(a) == 3 else "''"
-    return f"{REGEXP_MATCH_ARRAY}(CAST({a[0]} AS VARCHAR), CAST({a[1]} AS VARCHAR), CAST({flags} AS VARCHAR))"
+    if m and m.group(1).upper() not in _NOT_ALIASES:
+        return f"(SELECT {rows} AS {c.name if m.group(2) else m.group(1)})"
+    column = "value" if c.name.startswith("jsonb_array_elements") else c.name
+    return f"(SELECT {rows} AS {column}) AS {c.name}"
 
 
 def _row_to_json(c):
@@ -913,7 +878,7 @@ CALLS = {
     "jsonb_array_elements": _set_returning("elements"), "jsonb_array_elements_text": _set_returning("elements_text"),
     "jsonb_object_keys": _set_returning("keys"), "jsonb_each": _set_returning("each"),
     "jsonb_each_text": _set_returning("each"),
-    "initcap": _unary(INITCAP + "({})"), "regexp_match": _regexp_match_call,
+    "initcap": _unary(INITCAP + "({})"),
     "row_to_json": _row_to_json, "to_json": _row_to_json, "json_agg": _row_to_json,
     "json_build_object": _row_to_json,
     **dict.fromkeys(("json_extract_path", "json_extract_path_text", "jsonb_extract_path",

@@ -33,6 +33,31 @@ transforms (:mod:`colmz.sql.transforms`): each gives the DuckDB text of one node
   time of day).
 * PostgreSQL's text of an interval (:func:`interval_text`, :data:`INTERVAL_OUT`), which
   ``::text`` of an interval prints (:data:`colmz.sql.translate.INTERVAL_TEXT`).
+* Regular expressions: ``regexp_match`` and ``regexp_matches`` (:func:`regexp_match`,
+  :func:`regexp_matches`), ``regexp_split_to_array``
+  and ``regexp_split_to_table`` (:func:`regexp_split`: PostgreSQL's degenerate empty matches
+  ignored). The pattern is read by Python's ``re`` as PostgreSQL's ARE reads it (its escapes
+  ``\\y \\m \\M \\b``, ``$`` only at the end, ``.`` matching a newline) and a match is the
+  leftmost and, there, the longest, as PostgreSQL's greedy matching finds it; where the
+  two may capture differently -- a repeated capture group, an alternation beside a capture
+  group other than of distinct words, a non-greedy quantifier -- or Python cannot read the
+  pattern, the call is refused by name when it runs, never answered otherwise.
+* Set-returning calls (``regexp_matches``, ``regexp_split_to_table``, ``generate_subscripts``
+  of any dimension): in the select list a row per element (``unnest``), in ``FROM`` a
+  subquery of those rows whose column is named as PostgreSQL names it
+  (:func:`colmz.sql.jsonb.from_rows`; ``WITH ORDINALITY`` refused); inside
+  ``CASE``/``coalesce()`` refused.
+* ``date_part`` is a double precision, seconds and milliseconds with their fraction (a unit
+  that is not a literal is refused); ``pg_size_pretty(bigint)`` (:func:`pg_size_pretty`);
+  ``sha224`` ... ``sha512`` of bytea are bytea; ``get_byte`` (:func:`get_byte`),
+  ``convert_from`` and ``length(bytea, encoding)`` (:func:`convert_from`: UTF8, LATIN1,
+  SQL_ASCII), ``bit_length`` of bytea; a string literal given where only bytea is taken is
+  bytea's input text.
+* ``array_cat`` of arrays of several dimensions checks their sub-arrays' shapes (PostgreSQL's
+  error); of arrays of different dimensions it is refused by name (DuckDB's list types differ).
+* Materialize lacks ``to_char`` of a number, ``format``, ``width_bucket``, ``array_dims``,
+  ``SIMILAR TO``: refused by name (here or by :mod:`colmz.sql.translate`), as is
+  ``pg_typeof`` (colmz cannot tell PostgreSQL's exact type of every expression).
 
 Invariant: every function here gives NULL for a NULL argument (PostgreSQL's functions are
 strict) and raises PostgreSQL's own message (:data:`ERROR_MESSAGES`, which
@@ -41,9 +66,14 @@ strict) and raises PostgreSQL's own message (:data:`ERROR_MESSAGES`, which
 
 from __future__ import annotations
 
+import functools
+import hashlib
 import re
+from collections.abc import Iterator
 
 from colmz.sql.build import BYTEA_IN, RESERVED_PREFIX
+from colmz.sql.errors import UnsupportedSQL
+from colmz.sql.jsonb import from_rows
 
 __all__ = [
     "ARRAY_TO_STRING_NULL",
@@ -56,16 +86,22 @@ __all__ = [
     "OPERATORS",
     "PG_KEYWORDS",
     "TYPED_MACROS",
+    "convert_from",
     "date_bin",
     "decode",
     "encode",
+    "get_byte",
     "interval_div",
     "interval_text",
     "justify_days",
     "justify_hours",
     "justify_interval",
+    "pg_size_pretty",
     "quote_ident",
     "quote_literal",
+    "regexp_match",
+    "regexp_matches",
+    "regexp_split",
     "string_to_array_null",
     "to_char",
 ]
@@ -80,7 +116,10 @@ ERROR_MESSAGES = (r"stride must be greater than zero|timestamps cannot be binned
                   r"|timestamp out of range|invalid hexadecimal digit: \".*\"|invalid hexadecimal data: odd number "
                   r"of digits|invalid symbol \".*\" found while decoding base64 sequence|invalid base64 end sequence"
                   r"|unexpected \"=\" while decoding base64 sequence|invalid input syntax for type bytea"
-                  r"|unrecognized encoding: \".*\"")
+                  r"|unrecognized encoding: \".*\"|regexp_\w+\(\) does not support the \"global\" option"
+                  r"|invalid regular expression option: \".*\"|invalid regular expression: [\w ()\[\]]+"
+                  r"|index -?\d+ out of valid range, 0\.\.-?\d+|invalid source encoding name \".*\""
+                  r"|invalid byte sequence for encoding \"\w+\": .*|cannot concatenate incompatible arrays")
 
 
 # ----------------------------------------------------------------------------- calendar
@@ -620,6 +659,334 @@ def _base64_decode(text: str) -> bytes:
     return bytes(out)
 
 
+# ----------------------------------------------------------------------------- bytes and encodings
+
+def get_byte(data: bytes, n: int) -> int:
+    r"""PostgreSQL's ``get_byte(bytea, n)``: the byte at offset ``n`` (from 0), its error
+    outside the data.
+
+    >>> get_byte(b'\x01\x02\x03', 1)
+    2
+    """
+    if not 0 <= n < len(data):
+        raise ValueError(f"index {n} out of valid range, 0..{len(data) - 1}")
+    return data[n]
+
+
+#: The source encodings colmz converts from (PostgreSQL's names as pg_char_to_encoding
+#: compares them: lower case, only letters and digits), as Python names them.
+_ENCODINGS = {"utf8": ("UTF8", "utf-8"), "unicode": ("UTF8", "utf-8"), "latin1": ("LATIN1", "latin-1"),
+              "iso88591": ("LATIN1", "latin-1"), "sqlascii": ("SQL_ASCII", "ascii")}
+#: PostgreSQL 15's other encoding names (encnames.c, cleaned as above): known, not converted here.
+_OTHER_ENCODINGS = frozenset("""
+abc alt big5 cp1250 cp1251 cp1252 cp1253 cp1254 cp1255 cp1256 cp1257 cp1258 cp437 cp850 cp852 cp855 cp857 cp858
+cp860 cp861 cp862 cp863 cp864 cp865 cp866 cp869 cp874 cp932 cp936 cp949 cp950 eucchs eucjis2004 eucjp euccn euckr
+euctw gb18030 gbk iso88592 iso88593 iso88594 iso88595 iso88596 iso88597 iso88598 iso88599 iso885910 iso885913
+iso885914 iso885915 iso885916 johab koi8 koi8r koi8u latin10 latin2 latin3 latin4 latin5 latin6 latin7 latin8 latin9
+mskanji muleinternal shiftjis shiftjis2004 sjis tcvn tcvn5712 uhc vscii win win1250 win1251 win1252 win1253 win1254
+win1255 win1256 win1257 win1258 win866 win874 win932 win936 win949 win950 windows1250 windows1251 windows1252
+windows1253 windows1254 windows1255 windows1256 windows1257 windows1258 windows866 windows874 windows932 windows936
+windows949 windows950
+""".split())  # noqa: SIM905 - encnames.c's names as a paragraph
+
+
+def _utf8_length(b: int) -> int:
+    # pg_utf_mblen: a character's length from its first byte
+    return 1 if b < 0x80 else 2 if b & 0xE0 == 0xC0 else 3 if b & 0xF0 == 0xE0 else 4 if b & 0xF8 == 0xF0 else 1
+
+
+def convert_from(data: bytes, encoding: str) -> str:
+    r"""PostgreSQL's ``convert_from(bytea, encoding)`` into UTF8 text, from UTF8, LATIN1 or
+    SQL_ASCII; another of PostgreSQL's encodings is refused by name, a name it does not
+    know is its error, and so is a byte sequence the encoding does not hold (or a zero).
+
+    >>> convert_from(b'a\xc3\xa9', 'UTF-8'), convert_from(b'\xe9', 'latin1')
+    ('aé', 'é')
+    """
+    key = re.sub(r"[^a-z0-9]", "", encoding.lower())
+    if key not in _ENCODINGS:
+        if key in _OTHER_ENCODINGS:
+            raise ValueError(f"convert_from() from the encoding {encoding!r} is not supported by colmz (only "
+                             "UTF8, LATIN1 and SQL_ASCII)")
+        raise ValueError(f'invalid source encoding name "{encoding}"')
+    name, codec = _ENCODINGS[key]
+    # the source is checked first (a zero byte is in none), then SQL_ASCII's bytes as UTF8
+    bad, shown_as = data.find(0), name
+    if bad < 0:
+        try:
+            return data.decode("utf-8" if name == "SQL_ASCII" else codec)
+        except UnicodeDecodeError as e:
+            bad, shown_as = e.start, "UTF8"
+    # wchar.c's report_invalid_encoding: the bytes of the character from the bad one
+    width = 1 if data[bad] == 0 else min(_utf8_length(data[bad]), len(data) - bad, 8)
+    shown = " ".join(f"0x{b:02x}" for b in data[bad : bad + width])
+    raise ValueError(f'invalid byte sequence for encoding "{shown_as}": {shown}')
+
+
+# ----------------------------------------------------------------------------- regular expressions
+
+#: PostgreSQL's regular expression flags colmz reads (``parse_re_flags``): ``c`` and ``i``
+#: (case), ``s`` (the default: not newline-sensitive), ``g`` where the function takes it.
+_RE_FLAGS = frozenset("cigs")
+#: PostgreSQL's flags Python's ``re`` cannot stand for (newline-sensitive modes, basic and
+#: literal syntax, expanded syntax): refused by name.
+_RE_OTHER_FLAGS = frozenset("bemnpqtwx")
+#: ARE escapes (outside a bracket expression) as Python writes them: ``\b`` is a backspace
+#: in PostgreSQL (Python's word boundary is ``\y``), ``\m``/``\M`` a word's start and end,
+#: ``\B`` a backslash; escapes both read alike are copied.
+_RE_ESCAPES = {"b": r"\x08", "y": r"\b", "Y": r"\B", "m": r"\b(?=\w)", "M": r"\b(?<=\w)", "B": r"\\",
+               "e": r"\x1b", "Z": r"\Z", "A": r"\A"}
+_RE_SAME = frozenset("dDsSwWntrfva0123456789")
+
+
+def _re_refused(fn: str, what: str) -> ValueError:
+    return ValueError(f"{fn}() with {what} is not supported by colmz (Python's regular expressions stand "
+                      "for PostgreSQL's)")
+
+
+def _re_text(pattern: str, fn: str) -> str:
+    # The Python text of an ARE pattern: escapes as _RE_ESCAPES, ``$`` the end of the text
+    # (Python's also matches before a final newline), bracket expressions copied; what
+    # reads otherwise in Python is refused (a POSIX class, a lazy quantifier, whose
+    # greediness rules are PostgreSQL's own, a Python-only group).
+    out, i, n = [], 0, len(pattern)
+    # the open groups, the whole pattern first: [where its text starts in out, capturing,
+    # where its current alternative starts in the pattern, its earlier alternatives]
+    groups: list[list] = [[0, False, 0, []]]
+    ambiguous = captures = False
+    while i < n:
+        ch = pattern[i]
+        if ch == "(":
+            capturing = not pattern.startswith("?", i + 1)
+            captures |= capturing
+            groups.append([len(out) + 1, capturing, i + 1 + 2 * (not capturing), []])
+        elif ch == "|":
+            groups[-1][3].append(pattern[groups[-1][2] : i])
+            groups[-1][2] = i + 1
+        elif ch == ")" and len(groups) > 1:
+            at, capturing, alt, alts = groups.pop()
+            ambiguous |= _ambiguous([*alts, pattern[alt:i]])
+            after = pattern[i + 1 : i + 2]
+            if capturing and (after in ("*", "+", "{") or after == "?" and _empty_match("".join(out[at:]))):
+                # which iteration a repeated group reports differs (PostgreSQL's (a+)+ of 'aa'
+                # captures 'a', Python's 'aa'; (b*)* of 'b': 'b' and '')
+                raise _re_refused(fn, "a repeated capture group")
+        if ch == "\\" and i + 1 < n:
+            e = pattern[i + 1]
+            if e in _RE_ESCAPES:
+                out.append(_RE_ESCAPES[e])
+            elif e in _RE_SAME or not e.isalnum():
+                out.append(pattern[i : i + 2])
+            else:
+                raise _re_refused(fn, f"the escape \\{e}")
+            i += 2
+            continue
+        if ch == "[":  # a bracket expression: to its closing ] (one first is a member)
+            j = i + 1 + (pattern.startswith("^", i + 1))
+            j += pattern.startswith("]", j)
+            while j < n and pattern[j] != "]":
+                if pattern[j] == "[" and pattern[j + 1 : j + 2] in (":", "=", "."):
+                    raise _re_refused(fn, "a POSIX bracket class")
+                j += 2 if pattern[j] == "\\" else 1
+            out.append(pattern[i : j + 1])
+            i = j + 1
+            continue
+        if ch in "*+?}" and pattern.startswith("?", i + 1):
+            raise _re_refused(fn, "a non-greedy quantifier")
+        if ch == "(" and pattern.startswith("?P", i + 1):
+            raise _re_refused(fn, "a named group")
+        out.append(r"\Z" if ch == "$" else ch)
+        i += 1
+    if captures and (ambiguous or _ambiguous([*groups[0][3], pattern[groups[0][2]:]])):
+        # which alternative a capture holds differs: PostgreSQL's (a|ab)(c|bcd)(d*) of
+        # 'abcd' captures ab, c, d (each part as long as it can be, left to right), Python's
+        # a, bcd, '' (the first alternative that leads to a match)
+        raise _re_refused(fn, "an alternation (|) that is not of distinct words beside a capture group")
+    return "".join(out)
+
+
+_PLAIN = re.compile(r"(?:[A-Za-z0-9 _,:;=@#%&'\"<>/-]|\\[^A-Za-z0-9])*")
+
+
+def _ambiguous(alternatives: list[str]) -> bool:
+    # Whether alternatives (of one group) may match at one place in two ways: more than one
+    # and not all literal words of which none begins another (case folded)
+    if len(alternatives) < 2:
+        return False
+    if not all(_PLAIN.fullmatch(a) for a in alternatives):
+        return True
+    words = sorted(re.sub(r"\\(.)", r"\1", a).lower() for a in alternatives)
+    return any(b.startswith(a) for a, b in zip(words, words[1:]))
+
+
+def _empty_match(text: str) -> bool:
+    try:
+        return re.fullmatch(text, "") is not None
+    except re.error:
+        return True  # (not a whole expression alone: as if it could)
+
+
+def _re_flags(flags: str, fn: str, glob: bool) -> tuple[int, bool]:
+    # (re options, whether g was given): PostgreSQL's parse_re_flags and its errors
+    options, g = re.S, False
+    for f in flags:
+        if f == "g":
+            if not glob:
+                raise ValueError(f'{fn}() does not support the "global" option')
+            g = True
+        elif f == "i":
+            options |= re.I
+        elif f == "c":
+            options &= ~re.I
+        elif f in _RE_OTHER_FLAGS:
+            raise _re_refused(fn, f"the flag {f!r}")
+        elif f not in _RE_FLAGS:
+            raise ValueError(f'invalid regular expression option: "{f}"')
+    return options, g
+
+
+_RE_ERRORS = (("missing ), unterminated subpattern", "parentheses () not balanced"),
+              ("unbalanced parenthesis", "parentheses () not balanced"),
+              ("unterminated character set", "brackets [] not balanced"),
+              ("nothing to repeat", "quantifier operand invalid"))
+
+
+@functools.lru_cache(maxsize=256)
+def _compiled(pattern: str, options: int, fn: str) -> tuple[re.Pattern, bool]:
+    # (the pattern, whether a match may have several lengths at one start: then the
+    # longest is sought, as PostgreSQL's greedy matching finds it)
+    text = _re_text(pattern, fn)
+    try:
+        rx = re.compile(text, options)
+    except re.error as e:
+        # PostgreSQL's words where both refuse the pattern for one reason; any other
+        # pattern Python refuses may be PostgreSQL's (a lookbehind of varying length)
+        for python, pg in _RE_ERRORS:
+            if str(e).startswith(python):
+                raise ValueError(f"invalid regular expression: {pg}") from None
+        raise _re_refused(fn, f"a pattern Python cannot read ({e})") from None
+    return rx, _may_be_shorter(text)
+
+
+def _may_be_shorter(text: str) -> bool:
+    # Whether Python's first match at a place may be shorter than the longest there: some
+    # alternation, or a quantifier other than a last one of one character or class (whose
+    # greedy count is the longest: nothing after it backtracks)
+    if "|" in text:
+        return True
+    flat = re.sub(r"\\.|\[\^?\]?[^\]]*\]", "a", re.sub(r"\(\?[:=!<]+", "(", text.removesuffix("\\Z")))
+    last = re.search(r"(?:[*+?]|\{[0-9,]*\})$", flat)
+    rest = flat[: last.start()] if last else flat
+    return bool(re.search(r"[*+?{]", rest)) or (last is not None and rest.endswith(")"))
+
+
+@functools.lru_cache(maxsize=1024)
+def _ending(rx: re.Pattern, after: int) -> re.Pattern:
+    # rx, matching only where exactly ``after`` characters follow its match
+    return re.compile(f"(?:{rx.pattern})(?=[\\s\\S]{{{after}}}\\Z)", rx.flags)
+
+
+def _matches(s: str, rx: re.Pattern, variable: bool, glob: bool) -> Iterator[re.Match]:
+    # regexp.c's setup_regexp_matches: the leftmost match, the longest there (PostgreSQL's
+    # greedy REs; Python's backtracking takes the first alternative that matches), then
+    # (with g) the next from its end, one character further after an empty match
+    start, n = 0, len(s)
+    while start <= n:
+        m = rx.search(s, start)
+        if m is None:
+            return
+        if variable:
+            for end in range(n, m.end(), -1):
+                longer = _ending(rx, n - end).match(s, m.start())
+                if longer is not None:
+                    m = longer
+                    break
+        yield m
+        if not glob:
+            return
+        start = m.end() + (m.start() == m.end())
+
+
+def regexp_matches(s: str, pattern: str, flags: str = "") -> list[list[str | None]]:
+    """PostgreSQL's ``regexp_matches(s, pattern, flags)``: a row per match (every match with
+    flag ``g``, else the first) of its capture groups (the whole match when the pattern has
+    none), a group that took no part NULL. The pattern is read by Python's ``re`` as
+    PostgreSQL's ARE (see :func:`regexp_split`); a match is the longest at its start.
+
+    >>> regexp_matches('foobarbequebaz', '(bar)(beque)')
+    [['bar', 'beque']]
+    >>> regexp_matches('a1b22', '[0-9]+', 'g'), regexp_matches('abc', 'x')
+    ([['1'], ['22']], [])
+    >>> regexp_matches('abcd', 'a|ab')
+    [['ab']]
+    """
+    options, glob = _re_flags(flags, "regexp_matches", True)
+    rx, variable = _compiled(pattern, options, "regexp_matches")
+    return [list(m.groups()) if rx.groups else [m.group(0)] for m in _matches(s, rx, variable, glob)]
+
+
+def regexp_match(s: str, pattern: str, flags: str = "") -> list[str | None] | None:
+    """PostgreSQL's ``regexp_match``: the first match's capture groups (the whole match when
+    the pattern has none), None when nothing matches; read as :func:`regexp_matches` reads
+    the pattern (``g`` is PostgreSQL's error).
+
+    >>> regexp_match("foobarbequebaz", "(bar)(beque)"), regexp_match("abc", "B", "i")
+    (['bar', 'beque'], ['b'])
+    >>> regexp_match("abc", "x") is None, regexp_match("abc", "(x)?b")
+    (True, [None])
+    """
+    options, _ = _re_flags(flags, "regexp_match", False)
+    rx, variable = _compiled(pattern, options, "regexp_match")
+    m = next(_matches(s, rx, variable, False), None)
+    return None if m is None else list(m.groups()) if rx.groups else [m.group(0)]
+
+
+def regexp_split(s: str, pattern: str, flags: str = "", fn: str = "regexp_split_to_array") -> list[str]:
+    """PostgreSQL's ``regexp_split_to_array(s, pattern, flags)``: the text between the
+    matches, ignoring an empty match at the start or end of the text or right after a
+    match (regexp.c's degenerate matches). Flags ``c``, ``i``, ``s``; ``g`` is PostgreSQL's
+    error, a pattern Python reads otherwise (a POSIX class, a non-greedy quantifier) refused.
+
+    >>> regexp_split('a b  c', r'\\s*'), regexp_split('abc', ''), regexp_split(',a,', ',')
+    (['a', 'b', 'c'], ['a', 'b', 'c'], ['', 'a', ''])
+    """
+    options, _ = _re_flags(flags, fn, False)
+    rx, variable = _compiled(pattern, options, fn)
+    out, at, prev_end = [], 0, 0
+    for m in _matches(s, rx, variable, True):
+        if m.start() < len(s) and m.end() > prev_end:
+            out.append(s[at : m.start()])
+            at = m.end()
+        prev_end = m.end()
+    out.append(s[at:])
+    return out
+
+
+# ----------------------------------------------------------------------------- sizes
+
+#: PostgreSQL 15's units of pg_size_pretty (dbsize.c): name, the limit below which it is
+#: used, whether the value is half-rounded, its power of two.
+_SIZE_UNITS = (("bytes", 10 * 1024, False, 0), ("kB", 20 * 1024 - 1, True, 10), ("MB", 20 * 1024 - 1, True, 20),
+               ("GB", 20 * 1024 - 1, True, 30), ("TB", 20 * 1024 - 1, True, 40), ("PB", 20 * 1024 - 1, True, 50))
+
+
+def pg_size_pretty(size: int) -> str:
+    """PostgreSQL 15's ``pg_size_pretty(bigint)``: bytes below 10 kB, then each unit while
+    below 20 of the next (half-rounded, C's division toward zero).
+
+    >>> pg_size_pretty(1000000), pg_size_pretty(10239), pg_size_pretty(-10 * 1024**3)
+    ('977 kB', '10239 bytes', '-10 GB')
+    """
+    for k, (name, limit, rounds, bits) in enumerate(_SIZE_UNITS):
+        if k + 1 == len(_SIZE_UNITS) or abs(size) < limit:
+            if rounds:
+                size = _trunc_div(size + (-1 if size < 0 else 1), 2)[0]
+            return f"{size} {name}"
+        nxt = _SIZE_UNITS[k + 1]
+        size = _trunc_div(size, 1 << (nxt[3] - bits - nxt[2] + rounds))[0]
+    raise AssertionError("unreachable")  # pragma: no cover - the last unit always answers
+
+
 # ----------------------------------------------------------------------------- over Arrow
 
 def _arrow(fn, result: str, *types: str):
@@ -628,7 +995,8 @@ def _arrow(fn, result: str, *types: str):
 
     out_type = {"VARCHAR": pa.string(), "INTERVAL": pa.month_day_nano_interval(),
                 "TIMESTAMP": pa.timestamp("us"), "TIMESTAMPTZ": pa.timestamp("us", tz="UTC"),
-                "TIME": pa.time64("us"), "BLOB": pa.binary()}[result]
+                "TIME": pa.time64("us"), "BLOB": pa.binary(), "VARCHAR[]": pa.list_(pa.string()),
+                "VARCHAR[][]": pa.list_(pa.list_(pa.string())), "INTEGER": pa.int32()}[result]
 
     def read(col, t):
         if t in ("TIMESTAMP", "TIMESTAMPTZ"):
@@ -703,12 +1071,26 @@ INTERVAL_TIME = P + "interval_time"
 INTERVAL_OUT = P + "interval_out"
 ARRAY_TO_STRING_NULL = P + "array_to_string_null"
 ENCODE, DECODE = P + "encode", P + "decode"
+REGEXP_MATCHES, REGEXP_SPLIT = P + "regexp_matches", P + "regexp_split"
+REGEXP_SPLIT_TABLE = P + "regexp_split_table"
+REGEXP_MATCH = P + "regexp_match_array"
+#: sha224 ... sha512 of bytea (bytea: DuckDB's sha256 prints hex text), each with its macro
+#: refusing another argument type.
+_SHA = {f: P + f + "_bytes" for f in ("sha224", "sha256", "sha384", "sha512")}
+SHA = {f: P + f for f in _SHA}
+PG_SIZE_PRETTY = P + "pg_size_pretty"
+GET_BYTE, CONVERT_FROM, _LENGTH_IN = P + "get_byte", P + "convert_from", P + "length_in"
+BIT_LENGTH = P + "bit_length"
+#: colmz's array_length of any dimension (colmz.sql.translate's macro of that name).
+_ARRAY_LENGTH = P + "array_length"
+_PG_SIZE_PRETTY_INT = P + "pg_size_pretty_int"
 LENGTH = P + "length"
 _ENCODE_BYTES = P + "encode_bytes"
 
 #: Functions that may give NULL for values (to_char of an infinity or with an empty template):
 #: registered with DuckDB's special NULL handling (a NULL argument still gives NULL).
 NULL_FUNCTIONS = (
+    _entry(REGEXP_MATCH, regexp_match, "VARCHAR[]", "VARCHAR", "VARCHAR", "VARCHAR"),
     _entry(_TO_CHAR_TS, _to_char_ts, "VARCHAR", "TIMESTAMP", "VARCHAR"),
     _entry(_TO_CHAR_TZ, _to_char_tz, "VARCHAR", "TIMESTAMPTZ", "VARCHAR"),
 )
@@ -727,6 +1109,15 @@ FUNCTIONS = (
     _entry(INTERVAL_OUT, lambda iv: interval_text(*iv), "VARCHAR", "INTERVAL"),
     _entry(_ENCODE_BYTES, encode, "VARCHAR", "BLOB", "VARCHAR"),
     _entry(DECODE, decode, "BLOB", "VARCHAR", "VARCHAR"),
+    _entry(REGEXP_MATCHES, regexp_matches, "VARCHAR[][]", "VARCHAR", "VARCHAR", "VARCHAR"),
+    _entry(REGEXP_SPLIT, regexp_split, "VARCHAR[]", "VARCHAR", "VARCHAR", "VARCHAR"),
+    _entry(REGEXP_SPLIT_TABLE, lambda s, p, f: regexp_split(s, p, f, "regexp_split_to_table"), "VARCHAR[]",
+           "VARCHAR", "VARCHAR", "VARCHAR"),
+    *(_entry(_SHA[f], lambda b, f=f: hashlib.new(f, b).digest(), "BLOB", "BLOB") for f in _SHA),
+    _entry(_PG_SIZE_PRETTY_INT, pg_size_pretty, "VARCHAR", "BIGINT"),
+    _entry(GET_BYTE, get_byte, "INTEGER", "BLOB", "INTEGER"),
+    _entry(CONVERT_FROM, convert_from, "VARCHAR", "BLOB", "VARCHAR"),
+    _entry(_LENGTH_IN, lambda b, e: len(convert_from(b, e)), "INTEGER", "BLOB", "VARCHAR"),
 )
 
 _TO_CHAR_REFUSAL = ("to_char() of a number or an interval is not supported by colmz (Materialize formats "
@@ -734,6 +1125,8 @@ _TO_CHAR_REFUSAL = ("to_char() of a number or an interval is not supported by co
 _QUOTE_REFUSAL = ("quote_literal() of a value other than text or an integer is not supported by colmz "
                   "(PostgreSQL prints it with its type''s output function)")
 _INTEGERS = ("TINYINT", "SMALLINT", "INTEGER", "BIGINT")
+_SIZE_REFUSAL = ("pg_size_pretty() of a value that is not an integer is not supported by colmz (PostgreSQL prints "
+                 "a numeric''s fraction)")
 #: Macros choosing by their arguments' types (DuckDB 1.4 or later), each with its form for an
 #: older DuckDB: (macro, fallback).
 TYPED_MACROS = (
@@ -754,11 +1147,22 @@ TYPED_MACROS = (
      f"CREATE OR REPLACE MACRO {ENCODE}(x, f) AS {_ENCODE_BYTES}(x, f)"),
     (f"CREATE OR REPLACE MACRO {LENGTH}(x BLOB) AS CAST(octet_length(x) AS INTEGER), (x) AS length(x)",
      f"CREATE OR REPLACE MACRO {LENGTH}(x) AS length(x)"),
+    (f"CREATE OR REPLACE MACRO {BIT_LENGTH}(x BLOB) AS CAST(octet_length(x) * 8 AS INTEGER), (x) AS bit_length(x)",
+     f"CREATE OR REPLACE MACRO {BIT_LENGTH}(x) AS bit_length(x)"),
+    *((f"CREATE OR REPLACE MACRO {SHA[f]}(x BLOB) AS {_SHA[f]}(x), (x) AS CAST(error('{f}() of a value that is "
+       "not bytea is not supported by colmz (PostgreSQL hashes bytea only)') AS BLOB)",
+       f"CREATE OR REPLACE MACRO {SHA[f]}(x) AS {_SHA[f]}(x)") for f in _SHA),
+    (f"CREATE OR REPLACE MACRO {PG_SIZE_PRETTY}"
+     + ", ".join(f"(x {t}) AS {_PG_SIZE_PRETTY_INT}(x)" for t in _INTEGERS) + ", "
+     + f"(x) AS CAST(error('{_SIZE_REFUSAL}') AS VARCHAR)",
+     f"CREATE OR REPLACE MACRO {PG_SIZE_PRETTY}(x) AS CAST(error('{_SIZE_REFUSAL}') AS VARCHAR)"),
     (f"CREATE OR REPLACE MACRO {QUOTE_LITERAL}(x VARCHAR) AS {_QUOTE_LITERAL_TEXT}(x), "
      + "".join(f"(x {t}) AS {_QUOTE_LITERAL_TEXT}(CAST(x AS VARCHAR)), " for t in _INTEGERS)
      + f"(x) AS CAST(error('{_QUOTE_REFUSAL}') AS VARCHAR)",
      f"CREATE OR REPLACE MACRO {QUOTE_LITERAL}(x) AS {_QUOTE_LITERAL_TEXT}(CAST(x AS VARCHAR))"),
 )
+ARRAY_CAT = P + "array_cat"
+_ARRAY_DIMS = P + "array_dims"  # (colmz.sql.translate's number of dimensions of an array)
 _ARRAY_TO_STRING = P + "array_to_string"  # (colmz.sql.transforms' two-argument form)
 _NUMERIC_ELEMENTS = ("array_to_string() of numeric elements is not supported by colmz (PostgreSQL prints "
                      "each element''s own scale)")
@@ -767,6 +1171,12 @@ _NUMERIC_ELEMENTS = ("array_to_string() of numeric elements is not supported by 
 #: ``n`` it is the two-argument form (NULL elements left out). ``string_to_array(s, d, n)``:
 #: elements equal to ``n`` are NULL (none when ``n`` is NULL).
 MACROS = (
+    # array_cat of two arrays of several dimensions: their sub-arrays of one shape
+    # (PostgreSQL's error; DuckDB's lists of lists may be ragged)
+    f"CREATE OR REPLACE MACRO {ARRAY_CAT}(a, b) AS CASE WHEN {_ARRAY_DIMS}(a) >= 2 AND len(a) > 0 AND len(b) > 0 "
+    f"AND NOT list_bool_and([{_ARRAY_LENGTH}(a, d) IS NOT DISTINCT FROM {_ARRAY_LENGTH}(b, d) "
+    f"FOR d IN range(2, {_ARRAY_DIMS}(a) + 1)]) THEN error('cannot concatenate incompatible arrays') "
+    "ELSE array_cat(a, b) END",
     f"CREATE OR REPLACE MACRO {ARRAY_TO_STRING_NULL}(a, d, n) AS CASE WHEN n IS NULL THEN "
     f"{_ARRAY_TO_STRING}(a, d) WHEN typeof(a) = 'BOOLEAN[]' THEN "
     "array_to_string([coalesce(left(CAST(x AS VARCHAR), 1), n) FOR x IN a], d) "
@@ -844,12 +1254,103 @@ def _encode(c):
     return f"{ENCODE}({data}, {c.text_of(f)})"
 
 
+def _texts(c, n: int) -> list[str]:
+    # the call's arguments cast to text, the missing flags argument ''
+    args = [*c.args, *(["''"] * (n - len(c.args)))]
+    return [f"CAST({a} AS VARCHAR)" for a in args]
+
+
+def _set_returning(function: str):
+    # regexp_matches, regexp_split_to_table: a row per element of the list ``function``
+    # gives -- in the select list unnest's rows, in FROM a subquery of them named as
+    # PostgreSQL names the call's column
+    def rule(c):
+        if c.window or c.node.filter is not None or c.node.order_by or c.node.distinct \
+                or len(c.arguments) not in (2, 3):
+            return None
+        if c.inside:
+            raise UnsupportedSQL(f"{c.name}() inside {c.inside} is not supported by colmz (PostgreSQL does not "
+                                 "allow set-returning functions there)")
+        rows = f"unnest({function}({', '.join(_texts(c, 3))}))"
+        return from_rows(c, rows) if c.table else rows
+    return rule
+
+
+def _regexp_call(name: str):
+    # regexp_match, regexp_split_to_array: the call of colmz's function of text arguments
+    def rule(c):
+        if not c.plain or len(c.arguments) not in (2, 3):
+            return None
+        return f"{name}({', '.join(_texts(c, 3))})"
+    return rule
+
+
+#: date_part's units whose value PostgreSQL gives with the seconds' fraction (DuckDB's are
+#: whole): the divisor of the microseconds.
+_FRACTION_UNITS = {**dict.fromkeys(("second", "seconds", "s", "sec", "secs"), "1000000.0"),
+                   **dict.fromkeys(("millisecond", "milliseconds", "ms", "msec", "msecs", "millisecon"), "1000.0")}
+
+
+def _date_part(c):
+    # PostgreSQL's date_part is a double precision, seconds and milliseconds with their
+    # fraction; a unit that is not a literal is refused (its kind is not known here)
+    if not c.plain or len(c.arguments) != 2:
+        return None
+    unit = c.arguments[0].literal
+    if unit is None or unit.kind != "STRING":
+        raise UnsupportedSQL("date_part() of a unit that is not a string literal is not supported by colmz")
+    divisor = _FRACTION_UNITS.get(unit.text.lower())
+    if divisor is not None:
+        return f"CAST(date_part('microsecond', {c.args[1]}) / {divisor} AS DOUBLE)"
+    return f"CAST(date_part({c.args[0]}, {c.args[1]}) AS DOUBLE)"
+
+
+def _bytea_call(name: str, arity: tuple[int, ...]):
+    # a call whose first argument is bytea: a string literal there is bytea's input text
+    def rule(c):
+        if not c.plain or len(c.arguments) not in arity:
+            return None
+        x = c.arguments[0]
+        data = f"{BYTEA_IN}({c.text_of(x)})" if x.literal is not None and x.literal.kind == "STRING" else c.text_of(x)
+        return f"{name}({', '.join((data, *c.args[1:]))})"
+    return rule
+
+
+def _length(c):
+    # length(text | bytea), length(bytea, encoding): its characters in that encoding
+    return _bytea_call(_LENGTH_IN, (2,))(c) if len(c.arguments) == 2 else _call(LENGTH, (1,))(c)
+
+
+def _generate_subscripts(c):
+    # PostgreSQL's generate_subscripts(a, dim[, reverse]): the subscripts of dimension dim
+    # (none for a NULL array or a dimension it lacks), a row each -- as unnest's rows in
+    # the select list, a subquery of them in FROM; DuckDB's reads one dimension only
+    if c.window or c.node.filter is not None or c.node.order_by or c.node.distinct or len(c.arguments) not in (2, 3):
+        return None
+    if c.inside:
+        raise UnsupportedSQL(f"generate_subscripts() inside {c.inside} is not supported by colmz (PostgreSQL does "
+                             "not allow set-returning functions there)")
+    n = f"{_ARRAY_LENGTH}({c.args[0]}, {c.args[1]})"
+    series = f"range(1, {n} + 1)"
+    if len(c.arguments) == 3:
+        series = f"CASE WHEN {c.args[2]} THEN range({n}, 0, -1) ELSE {series} END"
+    rows = f"unnest({series})"
+    return from_rows(c, rows) if c.table else rows
+
+
 #: Function name as written -> rule (entries of :data:`colmz.sql.transforms.CALLS`).
 CALLS = {
+    "regexp_matches": _set_returning(REGEXP_MATCHES), "regexp_split_to_table": _set_returning(REGEXP_SPLIT_TABLE),
+    "regexp_split_to_array": _regexp_call(REGEXP_SPLIT), "regexp_match": _regexp_call(REGEXP_MATCH),
+    "date_part": _date_part,
+    "pg_size_pretty": _call(PG_SIZE_PRETTY, (1,)), **{f: _bytea_call(m, (1,)) for f, m in SHA.items()},
+    "get_byte": _bytea_call(GET_BYTE, (2,)), "convert_from": _bytea_call(CONVERT_FROM, (2,)),
+    "bit_length": _call(BIT_LENGTH, (1,)), "generate_subscripts": _generate_subscripts,
+    "array_cat": _call(ARRAY_CAT, (2,)),
     "to_char": _call(TO_CHAR, (2,)),
     "date_bin": _call(DATE_BIN, (3,)),
     **{f: _call(m, (1,)) for f, m in JUSTIFY.items()},
-    "encode": _encode, "decode": _call(DECODE, (2,)), "length": _call(LENGTH, (1,)),
+    "encode": _encode, "decode": _call(DECODE, (2,)), "length": _length,
     "quote_ident": _call(QUOTE_IDENT, (1,)),
     "quote_literal": _call(QUOTE_LITERAL, (1,)),
     "quote_nullable": lambda c: f"coalesce({_call(QUOTE_LITERAL, (1,))(c)}, 'NULL')"

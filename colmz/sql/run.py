@@ -306,6 +306,14 @@ _ERRORS = (
     (re.compile(r"(ORDER BY|PARTITION BY) window expressions cannot be volatile"), UnsupportedSQL,
      lambda m: f"a checked expression (a cast to a float type, float arithmetic) in a window's {m.group(1)} "
                "is not supported by colmz"),
+    # a set-returning call (a row per element: unnest) where DuckDB takes none (a window's
+    # PARTITION BY, WHERE, an aggregate's argument; PostgreSQL raises in some, answers in others)
+    (re.compile(r"Binder Error: UNNEST not supported here"), UnsupportedSQL,
+     lambda m: "a set-returning function (generate_series, regexp_matches, unnest, ...) outside the select "
+               "list and FROM is not supported by colmz"),
+    (re.compile(r"Cannot concatenate lists of types (\S+) and (\S+)"), UnsupportedSQL,
+     lambda m: f"array_cat() or || of arrays of different dimensions ({m.group(1).lower()}, {m.group(2).lower()}) "
+               "is not supported by colmz (DuckDB's list types differ by their nesting)"),
     (re.compile(r"Cannot concatenate types (.+?) and (\S+?)(?: -|$)", re.MULTILINE), UnsupportedSQL,
      lambda m: f"|| of {m.group(1).lower()} and {m.group(2).lower()} is not supported by colmz (DuckDB "
                "concatenates lists of one type only; PostgreSQL appends an element to an array)"),

@@ -18,7 +18,9 @@ node's span (as sqlglot's dialects map an expression class to its rendering):
   ``octet_length``, ``upper``/``lower`` (the C locale's) are colmz's macros
   (:data:`CALL_MACROS`), a third argument of ``array_to_string``/``string_to_array`` is
   :mod:`colmz.sql.pgfuncs`' form, as are ``to_char``, ``date_bin``, ``justify_*``,
-  ``quote_*``, ``interval / number``, ``time - time`` and ``interval::time``; refused is
+  ``quote_*``, ``regexp_matches``, ``regexp_split_*``, ``date_part``, ``generate_subscripts``,
+  the bytea functions, ``interval / number``, ``time - time`` and ``interval::time`` (a call
+  in ``FROM`` spans its name to its ``)``); refused is
   ``date_trunc`` to centuries or millennia (a unit that is not a literal when the query runs:
   :data:`DATE_TRUNC_UNIT`).
 * Arrays written as nested lists must be rectangular (PostgreSQL's error otherwise);
@@ -2887,10 +2889,8 @@ def apply_transforms(text: str, toks, relations: Relations = ()) -> str:
             if t.subquery is not None:
                 queries.append(t.subquery)
             for e in t.expressions:
-                if t.type == "TABLE_FUNCTION" and e.cls == "FUNCTION" and e.start > 0 \
-                        and wrapped[e.start] == "(" and (i := bisect.bisect_left(starts, e.start - offset)) > 0 \
-                        and toks[i - 1].end + offset == e.start and toks[i - 1].kind in ("word", "qident"):
-                    e = dataclasses.replace(e, start=toks[i - 1].start + offset)  # DuckDB places it at "("
+                if t.type == "TABLE_FUNCTION" and e.cls == "FUNCTION" and e.start > 0:
+                    e = _table_call(e, wrapped, toks, starts, offset)
                 visit(e, t.type == "TABLE_FUNCTION", "")
     if not found:
         return text
@@ -2924,6 +2924,18 @@ def apply_transforms(text: str, toks, relations: Relations = ()) -> str:
         return render(e.start, e.end, skip=e) if out is None else out
 
     return render(offset, len(wrapped))
+
+
+def _table_call(e: Expression, wrapped: str, toks, starts: list[int], offset: int) -> Expression:
+    # A call in FROM spanning its name to its ")": DuckDB places one of one argument at its
+    # "(", one of several at its first argument (up to the last)
+    i = bisect.bisect_left(starts, e.start - offset)
+    if wrapped[e.start] != "(" and i > 1 and toks[i - 1].text == "(" and (j := closing(toks, i - 1)) > 0:
+        e, i = dataclasses.replace(e, start=toks[i - 1].start + offset, end=toks[j].end + offset), i - 1
+    if i > 0 and wrapped[e.start] == "(" and toks[i - 1].end + offset == e.start \
+            and toks[i - 1].kind in ("word", "qident"):
+        e = dataclasses.replace(e, start=toks[i - 1].start + offset)
+    return e
 
 
 def _body_column_list(body: Query, lists: list[tuple[int, int, tuple[str, ...]]]) -> tuple[str, ...]:

@@ -78,7 +78,7 @@ def test_corpus_against_postgres(both):
 
 
 @pytest.mark.parametrize("prefix, least", [("jn_fail", 8), ("oname_fail", 7), ("tn_fail", 1), ("tj_fail", 3),
-                                           ("gap_fail", 16), ("mzf_fail", 7),
+                                           ("gap_fail", 16), ("mzf_fail", 7), ("mzf2_fail", 8),
                                            ("aggarr_fail", 3), ("err_fail", 7)])
 def test_errors_are_postgresqls(both, prefix, least):
     # The corpus's jn_fail_* queries (a cast of ->> / #>> text that PostgreSQL refuses),
@@ -87,6 +87,7 @@ def test_errors_are_postgresqls(both, prefix, least):
     # SQLError with PostgreSQL's own message, not only "an error"; gap_fail_* (subscripts
     # PostgreSQL's grammar or types refuse, ragged ARRAY[a, b], jsonb non-numbers to numeric) too;
     # mzf_fail_* (date_bin's strides, interval / 0, an interval out of range, decode's input) too,
+    # mzf2_fail_* (regular expression flags and patterns, get_byte's range, convert_from's input) too,
     # aggarr_fail_* (array_agg of arrays of different shapes, NULL or empty) and err_fail_*
     # (division by zero, colmz's checked math) too.
     import psycopg

@@ -1,4 +1,4 @@
-"""colmz.sql.jsonb: PostgreSQL's jsonb functions and operators, initcap and regexp_match.
+"""colmz.sql.jsonb: PostgreSQL's jsonb functions and operators, initcap (and regexp_match, colmz.sql.pgfuncs').
 
 The answers are PostgreSQL 15's (checked against a real server by the dialect corpus,
 ``tests/sql_corpus.py``'s ``jf_*`` queries); here: the Python functions, the catalog's
@@ -16,7 +16,8 @@ pytest.importorskip("duckdb")
 
 import colmz  # noqa: E402
 from colmz.sql import UnsupportedSQL  # noqa: E402
-from colmz.sql.jsonb import initcap, jsonb_contains, jsonb_exists, jsonb_path, regexp_match  # noqa: E402
+from colmz.sql.jsonb import initcap, jsonb_contains, jsonb_exists, jsonb_path  # noqa: E402
+from colmz.sql.pgfuncs import regexp_match  # noqa: E402
 
 ROWS = """INSERT INTO d VALUES (1, '{"a": 1, "b": {"c": "x"}, "tags": ["p", "q"]}', 'hello wORLD'),
     (2, '{"a": 2.50, "tags": []}', 'ab12cd'), (3, NULL, NULL)"""

@@ -35,7 +35,6 @@ def test_arrow_types():
 
 
 @pytest.mark.parametrize("sql, named", [
-    ("SELECT regexp_matches(v, 'Y') FROM t", "regexp_matches()"),
     ("SELECT format('%s', 1)", "format()"),
     ("SELECT row_to_json(t) FROM t", "row_to_json()"),
     ("SELECT jsonb_set(body, '{a}', '1') FROM t", "jsonb_set()"),
