@@ -48,6 +48,7 @@ from collections.abc import Callable, Mapping
 import numpy as np
 
 from colmz.dataflow.keyed import KeyedArrangement
+from colmz.dataflow.state import prepare_states
 from colmz.dataflow.step import Clock, as_schema, check_delta
 from colmz.errors import SQLError
 from colmz.ops import concat, consolidate
@@ -138,9 +139,28 @@ class Iterate:
         own = list(self._contents.values())
         return own + ([self._total] if self._total is not None else [])
 
+    def grow_to_states(self, names) -> None:
+        """Make as many instances as the state names ``names`` (relative to this operator:
+        ``instances.<i>.…``) number, so that a fresh operator's states match a snapshot's
+        (``colmz.dataflow.state.prepare_states``); an instance's own recursions grow in turn.
+        Only before the first step; instances made so that no restore fills are dropped at
+        the first step."""
+        if self._clock.last is not None:
+            raise ValueError("grow_to_states: the operator has stepped; only a fresh one grows")
+        wanted = {int(n.split(".")[1]) for n in names if n.startswith("instances.") and n.split(".")[1].isdigit()}
+        while len(self._instances) < max(wanted, default=-1) + 1:
+            self._instances.append(self._instance())
+        for k, inst in enumerate(self._instances):
+            prefix = f"instances.{k}.operators."
+            prepare_states(inst, [n[len(prefix):] for n in names if n.startswith(prefix)])
+
     def step(self, time, base: Updates, *, deltas: Mapping[str, Updates]) -> Updates:
         """The recursion's change at ``time`` for the non-recursive term's change ``base``
         and the tables' changes ``deltas`` (name -> ``Updates``; others: none)."""
+        if self._clock.last is None:
+            # never stepped nor restored: instances grown for a restore that did not happen
+            # hold nothing; they would be taken for iterations reached
+            del self._instances[1:]
         time = self._clock.check(time)
         base = consolidate(check_delta(base, self.schema, time))
         changed = {t: consolidate(d) for t, d in deltas.items() if t in self.tables and len(d)}

@@ -284,16 +284,16 @@ class SetOpLowering:
         if len(step.schema) != len(schema):
             raise PlanError(f"each UNION query must have the same number of columns: {len(schema)} and "
                             f"{len(step.schema)}")
+        differ = [(a.name, str(a.type), str(b.type)) for a, b in zip(schema, step.schema) if a.type != b.type]
+        if differ:
+            raise Unsupported(f"{what}: column {differ[0][0]} is {differ[0][1]} in the non-recursive term, "
+                              f"{differ[0][2]} in the recursive term")
         step = fused(schema, step, (), tuple((c.name, n) for c, n in zip(step.schema, names)))
         if not working.references:  # not recursive: an ordinary UNION
             node: Node = Union(schema, (base, step))
             return node if union_all else Distinct(schema, node)
         if working.references > 1:
             raise Unsupported(f"{what}: its recursive term reads {name} more than once (PostgreSQL refuses it)")
-        differ = [(a.name, str(a.type), str(b.type)) for a, b in zip(base.schema, step.schema) if a.type != b.type]
-        if differ:
-            raise Unsupported(f"{what}: column {differ[0][0]} is {differ[0][1]} in the non-recursive term, "
-                              f"{differ[0][2]} in the recursive term")
         if not strict(step):
             raise Unsupported(f"{what}: its recursive term may give rows when the working table is empty")
         if any(v.name != name for v in variables(step)):
