@@ -37,7 +37,10 @@ commit, or ``CREATE``, is rolled back).
 
 Work. A change of a table the recursive term reads is fed to every instance (each holds
 its own arrangement of it), so a one-row change costs ``O(depth)`` lookups plus the rows it
-derives -- not the graph. ``rows_touched`` counts the rows into and out of the instances
+derives -- not the graph -- as long as it reaches no iteration deeper than any before: a new
+iteration's instance is fed the tables whole (``O(tables)`` once per new depth; differential
+shares one arrangement of a table across iterations, which these instances do not). Memory:
+each instance's arrangements, ``O(depth × tables)``. ``rows_touched`` counts the rows into and out of the instances
 stepped (cumulative), ``instances_stepped`` the instances stepped.
 """
 
