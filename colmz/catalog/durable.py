@@ -120,7 +120,7 @@ from colmz.dataflow.keyed import KeyedArrangement
 from colmz.dataflow.maintained import MODES as VIEW_MODES
 from colmz.dataflow.maintained import ViewExplanation
 from colmz.dataflow.shared import arrangement_id
-from colmz.dataflow.state import OperatorState, StateOverflow, operator_states
+from colmz.dataflow.state import OperatorState, StateOverflow, operator_states, prepare_states
 from colmz.dataflow.state import restore as restore_states
 from colmz.dataflow.step import as_schema
 from colmz.sql import display_name, parse, session
@@ -731,8 +731,9 @@ class Catalog:
             pipe = mv.pipeline
             if vkey is None or pipe is None or mv.sink.collection.upper != t + 1:
                 return False
-            found = operator_states(pipe)
             entries = by_view.get(vkey, [])
+            prepare_states(pipe, [e["state"] for e in entries])  # a recursion's iterations reached
+            found = operator_states(pipe)
             if found is None or [e["state"] for e in entries] != [s.name for s in found]:
                 return False
             snaps = {}

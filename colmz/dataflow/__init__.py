@@ -38,6 +38,10 @@ takes the one arrangement of that relation by that key, fed once per commit.
 (``Plan.explain``) and renders it into these operators (``render``) for the incremental
 subset its docstring lists; the rest is a ``Fallback`` naming its reason. Scalar expressions
 of linear segments through ``colmz.sql.translate``, rendering a Fallback are not here yet.
+``colmz.dataflow.iterate.Iterate`` keeps a ``WITH RECURSIVE`` query (a plan's ``LetRec``): one
+instance of its recursive term's rendered operators per iteration, each fed the deltas of its
+working table and of the tables, until an iteration's change is empty; it is rendered by the
+plan and imported from its module.
 ``colmz.dataflow.state`` exports each operator's state as a collection of updates and
 restores a pipeline from snapshots of them (a durable catalog's views resume from it).
 """

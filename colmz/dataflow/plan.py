@@ -65,8 +65,11 @@ scopes with aliases, qualified and unqualified columns, ``*`` and ``t.*``, subqu
   scope): its change is fed to the set operator.
 
 Lowering (Materialize's ``src/sql/src/plan/lowering.rs``): ``WITH`` is a ``Let`` planned at
-each reference (a CTE sees the ones before it, ``WITH c(x, y)`` renames its columns; ``WITH
-RECURSIVE`` falls back: its fixed point, Materialize's ``LetRec``, is not iterated);
+each reference (a CTE sees the ones before it, ``WITH c(x, y)`` renames its columns); ``WITH
+RECURSIVE`` is a :class:`LetRec` (Materialize's): the non-recursive term, and the recursive term
+reading the working table as a :class:`Variable`, iterated to its fixed point at every commit by
+one instance of its operators per iteration (:mod:`colmz.dataflow.iterate`; ``UNION`` drops the
+rows produced so far, PostgreSQL's evaluation; :meth:`_Planner.recursive`);
 window functions over a ``GROUP BY`` are a :class:`Window` over the reduce
 (:meth:`_Planner.over_groups`; a ``HAVING`` holding a subquery, the same: a
 ``WHERE`` over the grouped rows); an ``ORDER BY`` without ``LIMIT`` is dropped, the
@@ -140,7 +143,8 @@ reading a key, ``GROUPING()`` inside an expression, subqueries inside expression
 the above, subqueries reading an outer column that no comparison of theirs has as an
 operand, correlated scalar subqueries of other than one aggregate (or arithmetic over aggregates
 NULL over no rows), ``LATERAL`` subqueries
-correlated otherwise, ``NATURAL`` joins, ``WITH RECURSIVE``, volatile functions
+correlated otherwise, ``NATURAL`` joins, a recursive term that may give rows over an empty
+working table, volatile functions
 (``random()``, ``now()``), a temporal filter below a reduce, ... -- is a :class:`Fallback`
 whose reason names it.
 
@@ -284,6 +288,8 @@ class _Planner(JoinLowering, SubqueryLowering, ReduceLowering, SetOpLowering, Wi
         #: The CTEs in scope, innermost last (name -> query): a reference is planned as that
         #: query (Materialize's ``Let``, inlined at each use).
         self.ctes: list[dict[str, Query]] = []
+        #: A ``WITH RECURSIVE`` CTE's query (by ``id``) -> its name (:meth:`recursive`).
+        self.recursive_names: dict[int, str] = {}
         #: How many queries are being planned, nested: 1 for the outermost one (where
         #: alone a temporal filter may be, its future updates going to the view's sink).
         self.depth = 0
@@ -484,6 +490,8 @@ class _Planner(JoinLowering, SubqueryLowering, ReduceLowering, SetOpLowering, Wi
         return self.text[min(e.start for e in spans):max(e.end for e in spans)]
 
     def query_checked(self, q: Query) -> Node:
+        if q.type == "RECURSIVE_CTE_NODE":
+            return self.recursive(q)
         if q.ctes:
             return self.with_ctes(q)
         if q.type == "SET_OPERATION_NODE":

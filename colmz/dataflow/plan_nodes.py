@@ -19,10 +19,11 @@ from dataclasses import dataclass, field, fields, replace
 from colmz.dataflow.minmax import bucketing
 from colmz.order import ColumnSpec
 
-__all__ = ["INCREMENTAL", "PER_GROUP", "PER_OUTER_KEY", "PER_PARTITION", "Aggregate", "BasicReduce", "Comparison", "Constant",
-           "Distinct", "Fallback", "FlatMap", "Get", "GroupSql", "IsNullPredicate", "Join", "JsonbCheck", "MapFilter", "Negate", "Node",
+__all__ = ["INCREMENTAL", "ITERATED", "PER_GROUP", "PER_OUTER_KEY", "PER_PARTITION", "Aggregate", "BasicReduce", "Comparison", "Constant",
+           "Distinct", "Fallback", "FlatMap", "Get", "GroupSql", "IsNullPredicate", "Join", "JsonbCheck", "LetRec", "MapFilter",
+           "Negate", "Node",
            "Plan", "Predicate", "Reduce", "Schema", "SqlMapFilter", "SqlTopK", "TemporalFilter", "Threshold", "TopK", "Union",
-           "Window", "fused", "placeholder", "pushed_below_sql", "renamed", "with_inputs"]
+           "Variable", "Window", "fused", "placeholder", "pushed_below_sql", "renamed", "variable_key", "with_inputs"]
 
 Schema = tuple[ColumnSpec, ...]
 
@@ -33,6 +34,9 @@ PER_PARTITION = "per affected partition"
 #: equality with them (Materialize's decorrelation): each change of the subquery's input is
 #: compared with every distinct outer key, each new outer key with the whole input.
 PER_OUTER_KEY = "per change O(distinct outer keys); per new outer key O(subquery input)"
+#: A recursion (:class:`LetRec`): its recursive term's delta rules once per iteration the
+#: change reaches (a change of a table the term reads: every iteration).
+ITERATED = "incremental O(delta) per iteration reached"
 
 
 # ---------------------------------------------------------------------------- nodes
@@ -355,6 +359,63 @@ class Fallback(Node):
 
     def cost(self) -> str:
         return f"recompute: {self.reason}"
+
+
+# ---- recursion (WITH RECURSIVE)
+
+def variable_key(name: str, role: str) -> str:
+    """The name under which a rendered recursive term reads its :class:`Variable` ``name``
+    of ``role`` (``"work"`` or ``"all"``): a name no table has (it starts with a NUL).
+
+    >>> variable_key("c", "work")
+    '\\x00c:work'
+    """
+    return f"\x00{name}:{role}"
+
+
+@dataclass(frozen=True)
+class Variable(Node):
+    """A recursive CTE read inside its own recursive term (Materialize's ``Get`` of a
+    ``LetRec`` binding): ``role`` ``"work"`` is the working table (the rows the previous
+    iteration produced), ``"all"`` the rows every iteration so far produced (read by a
+    ``UNION`` recursion to drop rows already produced)."""
+
+    name: str = ""
+    role: str = "work"
+
+    def describe(self) -> str:
+        what = "rows of the previous iteration" if self.role == "work" else "rows produced so far"
+        return f"Variable {self.name} ({what})"
+
+
+@dataclass(frozen=True)
+class LetRec(Node):
+    """``WITH RECURSIVE name AS (base UNION [ALL] step)`` (Materialize's ``LetRec``),
+    iterated to its fixed point at every commit (:mod:`colmz.dataflow.iterate`): ``base``
+    the non-recursive term, ``step`` the recursive term reading the working table as
+    ``Variable(name, "work")``; ``distinct`` (``UNION``): ``base`` is distinct and ``step``
+    drops the rows produced so far (``Variable(name, "all")``), as PostgreSQL evaluates it.
+    At most ``limit`` iterations (:data:`colmz.dataflow.iterate.RECURSION_LIMIT`). Its
+    inputs are ``(base, step)``; the step is rendered once per iteration, never as an
+    input of the rest of the plan."""
+
+    base: Node | None = None
+    step: Node | None = None
+    name: str = ""
+    distinct: bool = False
+    limit: int = 0
+
+    @property
+    def inputs(self):
+        return (self.base, self.step)
+
+    def describe(self) -> str:
+        how = "UNION" if self.distinct else "UNION ALL"
+        return (f"LetRec {self.name} ({how}; base, then the recursive term iterated to a fixed point per commit, "
+                f"each iteration's state its own, at most {self.limit} iterations)")
+
+    def cost(self) -> str:
+        return ITERATED
 
 
 # ---- node kinds recomputed per affected group by DuckDB, constants, temporal filters

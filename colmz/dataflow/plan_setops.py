@@ -8,6 +8,18 @@ A mixin of the planner (``colmz.dataflow.plan``'s ``_Planner``): ``UNION`` / ``E
 recomputed alone when its text is known), a ``WITH`` query planned at each reference (its
 column names from the text), a ``FROM`` subquery as a scope of its output columns (a
 Fallback leaf of its own when it falls back and can be typed).
+
+``WITH RECURSIVE name AS (base UNION [ALL] step)`` is a :class:`LetRec`
+(:meth:`SetOpLowering.recursive`): ``base`` planned where the CTE is defined, ``step`` with
+``name`` bound to a :class:`WorkingTable` whose references are :class:`Variable` leaves.
+``UNION`` or ``UNION ALL`` is read from the text (the parse tree does not keep it). For
+``UNION`` the base is distinct and the step ``Threshold(Distinct(step) − Variable("all"))``:
+PostgreSQL's iteration, each working table distinct and without the rows produced so far.
+The recursive term is admitted only when :func:`strict`: it gives no row over an empty
+working table (every row derives from one of its rows), the invariant by which
+``colmz.dataflow.iterate`` stops at the first empty iteration; it must read the CTE once
+(PostgreSQL refuses more) and give the base's column types. A recursive CTE whose step does
+not read it is an ordinary ``UNION``.
 """
 
 from __future__ import annotations
@@ -15,6 +27,7 @@ from __future__ import annotations
 import dataclasses
 from collections import Counter
 
+from colmz.dataflow.iterate import RECURSION_LIMIT
 from colmz.dataflow.plan_binding import (
     PlanError,
     Source,
@@ -25,22 +38,107 @@ from colmz.dataflow.plan_binding import (
     unparenthesized,
 )
 from colmz.dataflow.plan_nodes import (
+    BasicReduce,
     Distinct,
     Fallback,
+    FlatMap,
+    GroupSql,
+    Join,
+    JsonbCheck,
+    LetRec,
+    MapFilter,
     Negate,
     Node,
+    Reduce,
+    Schema,
+    SqlMapFilter,
     Threshold,
+    TopK,
     Union,
+    Variable,
     fused,
 )
 from colmz.dataflow.step import as_schema
 from colmz.order import ColumnSpec
 from colmz.sql.errors import SQLError
-from colmz.sql.tokens import cte_columns_of
+from colmz.sql.tokens import cte_columns_of, cte_definitions, tokenize
 from colmz.sql.tree import Query, Table, parse_tree
 from colmz.updates import SchemaError
 
-__all__ = ["SetOpLowering"]
+__all__ = ["SetOpLowering", "WorkingTable", "strict", "variables"]
+
+
+class WorkingTable:
+    """The working table of the recursive CTE ``name`` while its recursive term is planned:
+    each reference is a :class:`Variable` (counted in ``references``)."""
+
+    def __init__(self, name: str, schema: Schema):
+        self.name = name
+        self.schema = schema
+        self.references = 0
+
+    def source(self, alias: str, column_aliases, what: str):
+        """The reference ``FROM name AS alias (column_aliases)``: a scope of its columns."""
+        self.references += 1
+        names = [c.name for c in self.schema]
+        if len(column_aliases) > len(names):
+            raise PlanError(f"{what} has {len(names)} columns available but {len(column_aliases)} columns specified")
+        names = list(column_aliases) + names[len(column_aliases):]
+        cols = tuple((c.name, f"{alias}.{n}") for c, n in zip(self.schema, names))
+        node = fused(tuple(ColumnSpec(p, c.type) for (_, p), c in zip(cols, self.schema)),
+                     Variable(self.schema, self.name, "work"), (), cols)
+        return node, [Source(alias, {n: (p, c.type) for n, (_, p), c in zip(names, cols, self.schema)})], []
+
+
+def variables(node: Node) -> list[Variable]:
+    """The :class:`Variable` nodes under ``node``."""
+    out, stack, seen = [], [node], set()
+    while stack:
+        n = stack.pop()
+        if id(n) not in seen:
+            seen.add(id(n))
+            out.extend([n] if isinstance(n, Variable) else [])
+            stack.extend(n.inputs)
+    return out
+
+
+def strict(node: Node) -> bool:
+    """Whether ``node`` gives no row when the working table (``Variable`` ``"work"``) is
+    empty, whatever the tables hold -- as far as its shape proves: every row it gives
+    derives from a row of the working table (a reduce with groups, not a global one; an
+    inner join with it on any side, an outer join with it on the preserved side; what a
+    ``Threshold`` keeps of a difference, by its positive part)."""
+    if isinstance(node, Variable):
+        return node.role == "work"
+    if isinstance(node, (MapFilter, SqlMapFilter, FlatMap, JsonbCheck, Distinct, Negate, TopK)):
+        return strict(node.inputs[0])
+    if isinstance(node, Threshold):
+        return _strict_positive(node.input)
+    if isinstance(node, Union):
+        return all(strict(i) for i in node.inputs)
+    if isinstance(node, Join):
+        ins = node.inputs
+        if node.kind == "inner":
+            return any(strict(i) for i in ins)
+        if node.kind == "left":
+            return strict(ins[0])
+        if node.kind == "right":
+            return strict(ins[1])
+        return all(strict(i) for i in ins)
+    if isinstance(node, (Reduce, BasicReduce)):
+        return bool(node.group_by if isinstance(node, Reduce) else node.key) and strict(node.input)
+    if isinstance(node, GroupSql):  # a window, a top-k by SQL: rows of its input
+        return strict(node.input)
+    return False
+
+
+def _strict_positive(node: Node) -> bool:
+    # the positive part of a difference: the branches a Negate does not take away
+    if isinstance(node, Union):
+        return all(_strict_positive(i) for i in node.inputs)
+    if isinstance(node, Negate):
+        return True
+    return strict(node)
 
 
 class SetOpLowering:
@@ -141,14 +239,93 @@ class SetOpLowering:
         frame: dict[str, tuple[Query, dict, tuple[str, ...]]] = {}
         for name, cq in q.ctes:
             if cq.type == "RECURSIVE_CTE_NODE":
-                raise Unsupported("WITH RECURSIVE: a fixed point iterated to convergence at every commit "
-                                   "(Materialize's LetRec), which colmz's operators do not iterate")
+                self.recursive_names[id(cq)] = name
             frame[name] = (cq, dict(frame), self.cte_columns(name))
         self.ctes.append(frame)
         try:
             return self.query_checked(dataclasses.replace(q, ctes=()))
         finally:
             self.ctes.pop()
+
+    def recursive(self, q: Query) -> Node:
+        """A ``WITH RECURSIVE`` CTE's query (``base UNION [ALL] step``) as a :class:`LetRec`:
+        ``base`` planned where the CTE is defined, ``step`` with the CTE's name bound to the
+        working table (a :class:`Variable`); ``UNION``: ``base`` distinct and the step's rows
+        distinct, minus the rows produced so far (PostgreSQL's evaluation). ``Unsupported``
+        when a term falls back, the step's columns are not typed as the base's, the step reads
+        the CTE more than once (PostgreSQL refuses it) or could give rows over an empty working
+        table (its iterations would not end where the planner's invariant needs:
+        ``colmz.dataflow.iterate``). A step not reading the CTE is an ordinary ``UNION``."""
+        name = self.recursive_names.get(id(q), "")
+        what = f"WITH RECURSIVE {name}"
+        if not name or len(q.children) != 2 or q.modifiers:
+            raise Unsupported(f"{what}: a recursive query of other than the form base UNION [ALL] step")
+        union_all = self.recursive_union_all(name)
+        base = self.query(q.children[0])
+        if isinstance(base, Fallback):
+            raise Unsupported(f"{what}: its non-recursive term: {base.reason}")
+        names = list(self.cte_columns(name))
+        written = self.output_names(q.children[0]) if len(names) < len(base.schema) else []
+        if written is None:
+            raise Unsupported(f"{what}: its column names are not read from its non-recursive term")
+        names += written[len(names):]
+        if len(names) != len(base.schema) or len(set(names)) != len(names):
+            raise Unsupported(f"{what}: its column names {names} are not one per column of its non-recursive term")
+        schema = tuple(ColumnSpec(n, c.type) for n, c in zip(names, base.schema))
+        base = fused(schema, base, (), tuple((c.name, n) for c, n in zip(base.schema, names)))
+        working = WorkingTable(name, schema)
+        self.ctes.append({name: working})
+        try:
+            step = self.query(q.children[1])
+        finally:
+            self.ctes.pop()
+        if isinstance(step, Fallback):
+            raise Unsupported(f"{what}: its recursive term: {step.reason}")
+        if len(step.schema) != len(schema):
+            raise PlanError(f"each UNION query must have the same number of columns: {len(schema)} and "
+                            f"{len(step.schema)}")
+        differ = [(a.name, str(a.type), str(b.type)) for a, b in zip(schema, step.schema) if a.type != b.type]
+        if differ:
+            raise Unsupported(f"{what}: column {differ[0][0]} is {differ[0][1]} in the non-recursive term, "
+                              f"{differ[0][2]} in the recursive term")
+        step = fused(schema, step, (), tuple((c.name, n) for c, n in zip(step.schema, names)))
+        if not working.references:  # not recursive: an ordinary UNION
+            node: Node = Union(schema, (base, step))
+            return node if union_all else Distinct(schema, node)
+        if working.references > 1:
+            raise Unsupported(f"{what}: its recursive term reads {name} more than once (PostgreSQL refuses it)")
+        if not strict(step):
+            raise Unsupported(f"{what}: its recursive term may give rows when the working table is empty")
+        if any(v.name != name for v in variables(step)):
+            raise Unsupported(f"{what}: its recursive term reads an enclosing recursive query")
+        if not union_all:
+            base = Distinct(schema, base)
+            step = Threshold(schema, Union(schema, (Distinct(schema, step),
+                                                    Negate(schema, Variable(schema, name, "all")))))
+        return LetRec(schema, base, step, name, not union_all, RECURSION_LIMIT)
+
+    def recursive_union_all(self, name: str) -> bool:
+        """Whether recursive CTE ``name`` is ``base UNION ALL step`` (its body's last
+        top-level ``UNION`` followed by ``ALL``), read from the text (the parse tree does not
+        keep it); ``Unsupported`` when its definitions are not read or disagree."""
+        found = set()
+        for n, _, start, end, _, rec in cte_definitions(self.text):
+            if n != name or not rec:
+                continue
+            depth, last = 0, None
+            toks = tokenize(self.text[start:end])
+            for j, tok in enumerate(toks):
+                if tok.kind == "op":
+                    depth += tok.text == "("
+                    depth -= tok.text == ")"
+                elif depth == 0 and tok.kind == "word" and tok.upper == "UNION":
+                    last = j
+            if last is None:
+                raise Unsupported(f"WITH RECURSIVE {name}: its UNION is not read from the text")
+            found.add(last + 1 < len(toks) and toks[last + 1].kind == "word" and toks[last + 1].upper == "ALL")
+        if len(found) != 1:
+            raise Unsupported(f"WITH RECURSIVE {name}: its UNION is not read from the text")
+        return found.pop()
 
     def cte(self, name: str):
         """The query of CTE ``name`` in scope, planned in the scope it was defined in."""
@@ -168,6 +345,8 @@ class SetOpLowering:
         return cols
 
     def cte_source(self, found, alias: str, column_aliases, what: str):
+        if isinstance(found[1], WorkingTable):
+            return found[1].source(alias, column_aliases, what)
         outer, (cq, earlier, cte_columns) = found
         # the reference's own column aliases rename the CTE's (renamed) columns first
         column_aliases = (*column_aliases, *cte_columns[len(column_aliases):])

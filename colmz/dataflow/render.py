@@ -39,6 +39,7 @@ from colmz.dataflow.collate import Collation
 from colmz.dataflow.constant import Constant as ConstantOp
 from colmz.dataflow.distinct import Distinct as DistinctOp
 from colmz.dataflow.distinct import Threshold as ThresholdOp
+from colmz.dataflow.iterate import Iterate
 from colmz.dataflow.join import DeltaJoin
 from colmz.dataflow.jsonbcheck import JsonbCheck as JsonbCheckOp
 from colmz.dataflow.linear import Negate as NegateOp
@@ -58,6 +59,7 @@ from colmz.dataflow.plan_nodes import (
     GroupSql,
     Join,
     JsonbCheck,
+    LetRec,
     MapFilter,
     Negate,
     Node,
@@ -70,6 +72,8 @@ from colmz.dataflow.plan_nodes import (
     Threshold,
     TopK,
     Union,
+    Variable,
+    variable_key,
 )
 from colmz.dataflow.recompute import GroupRecompute
 from colmz.dataflow.shared import SharedInput, SharedSource
@@ -164,6 +168,9 @@ class _Step:
         self.inputs = inputs
         self.table = table
         self.schema = node.schema
+        #: steps shown under this one by EXPLAIN but not its inputs (a recursion's first
+        #: iteration's instance: stepped by its operator, not by this step)
+        self.shown: list[_Step] = []
         # rows into and out of the operator at its last step (EXPLAIN's rows touched)
         self.rows_in = 0
         self.rows_out = 0
@@ -183,7 +190,9 @@ class _Step:
             self.rows_in, self.rows_out = len(d), len(out)
         else:
             ins = [i.step(time, deltas, tables, done) for i in self.inputs]
-            out = self.op.step(time, *ins)
+            # a recursion's operator feeds the tables' changes to its iterations itself
+            out = self.op.step(time, *ins, deltas=deltas) if getattr(self.op, "reads_deltas", False) \
+                else self.op.step(time, *ins)
             self.rows_in, self.rows_out = sum(len(i) for i in ins), len(out)
         done[id(self)] = out
         return out
@@ -237,6 +246,10 @@ def _render_node(node: Node, tables: Mapping[str, Schema], fallback, shared: Sha
         return _Step(node, op, [], node.table)
     if isinstance(node, Constant):
         return _Step(node, ConstantOp(node.schema, node.rows), [])
+    if isinstance(node, Variable):  # read in a recursion's iteration, fed by its Iterate
+        return _Step(node, MapFilterOp(node.schema), [], variable_key(node.name, node.role))
+    if isinstance(node, LetRec):
+        return _recursion(node, tables, fallback, shared, rendered)
     ins = [_render(i, tables, fallback, shared, rendered) for i in node.inputs]
     if isinstance(node, GroupSql):
         arranged = shared.input(node.input.table, node.input.columns, node.key) \
@@ -283,6 +296,42 @@ def _render_node(node: Node, tables: Mapping[str, Schema], fallback, shared: Sha
     else:  # pragma: no cover - every node kind is above
         raise TypeError(f"no operator for {type(node).__name__}")
     return _Step(node, op, ins)
+
+
+def _recursion(node: LetRec, tables: Mapping[str, Schema], fallback, shared: SharedSource | None,
+               rendered: dict) -> _Step:
+    """A ``LetRec``'s step: its base rendered into the plan's DAG, its recursive term
+    rendered once per iteration by its :class:`~colmz.dataflow.iterate.Iterate` (each a
+    ``Pipeline`` of its own, its arrangements its own), the first iteration's shown under
+    it in EXPLAIN."""
+    base = _render(node.base, tables, fallback, shared, rendered)
+    read = {g.table: tables[g.table] for g in _gets(node.step)}
+    work = variable_key(node.name, "work")
+    all_rows = variable_key(node.name, "all") if node.distinct else None
+    inner = {**read, work: node.schema, **({all_rows: node.schema} if all_rows else {})}
+    term = Plan(node.step, "", inner)
+
+    def instance() -> Pipeline:
+        return Pipeline(term, fallback)
+
+    op = Iterate(node.schema, node.name, node.distinct, read, instance, work, all_rows, node.limit)
+    step = _Step(node, op, [base])
+    step.shown = [op.instances[0]._root]
+    return step
+
+
+def _gets(node: Node) -> list[Get]:
+    """The ``Get`` nodes under ``node`` (a recursion's recursive term: the tables it reads)."""
+    out, stack, seen = [], [node], set()
+    while stack:
+        n = stack.pop()
+        if id(n) in seen:
+            continue
+        seen.add(id(n))
+        if isinstance(n, Get):
+            out.append(n)
+        stack.extend(n.inputs)
+    return out
 
 
 class Pipeline:
@@ -364,9 +413,9 @@ class Pipeline:
             if id(s) in seen:
                 continue
             seen.add(id(s))
-            for i in s.inputs:  # each step's edges once: its inputs' parents
+            for i in s.inputs + s.shown:  # each step's edges once: its inputs' parents
                 parents[id(i)] = parents.get(id(i), 0) + 1
-            stack.extend(s.inputs)
+            stack.extend(s.inputs + s.shown)
         self._preorder: list[_Step] = []
         self._tree: list[tuple[int, int, int | None, bool]] = []
         index: dict[int, int] = {}
@@ -384,7 +433,7 @@ class Pipeline:
             k = index[id(s)] = len(self._preorder)
             self._preorder.append(s)
             self._tree.append((depth, k, shared, True))
-            stack2.extend((i, depth + 1) for i in reversed(s.inputs))
+            stack2.extend((i, depth + 1) for i in reversed(s.inputs + s.shown))
 
     def step(self, time, deltas: Mapping[str, Updates]) -> Updates:
         if not isinstance(deltas, Mapping):

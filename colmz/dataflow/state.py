@@ -49,6 +49,10 @@ right.
 states' collections and sets every clock to the snapshot's time; it checks every snapshot
 before it changes anything.
 
+A recursion's iterations (``colmz.dataflow.iterate``) are as many as it reached: a fresh
+pipeline's has one, so :func:`prepare_states` first makes as many as a snapshot's names
+number.
+
 Invariant: for a pipeline ``p`` stepped to time ``t``, ``Σ delta(marks_i, ·)`` over its
 exports equals each state's contents, and a fresh pipeline restored from them steps on
 exactly as ``p`` does.
@@ -68,7 +72,8 @@ from colmz.dataflow.step import Clock
 from colmz.order import ColumnSpec, decode_columns, encode_columns, pad_keys, unify_layouts
 from colmz.updates import Updates
 
-__all__ = ["OperatorState", "StateOverflow", "operator_states", "operator_states_of", "restore", "restore_operators"]
+__all__ = ["OperatorState", "StateOverflow", "operator_states", "operator_states_of", "prepare_states", "restore",
+           "restore_operators"]
 
 
 class StateOverflow(ValueError):
@@ -275,6 +280,20 @@ def _walk(obj, path: str, found: list, clocks: list) -> bool:
         return all(_walk(getattr(obj, f), f"{path}.{f.strip('_')}", found, clocks)
                    for f in fields if getattr(obj, f) is not obj.state)
     return all(_walk(getattr(obj, f), f"{path}.{f.strip('_')}", found, clocks) for f in fields)
+
+
+def prepare_states(pipeline, names) -> None:
+    """Let the operators of ``pipeline`` (fresh, never stepped) whose states depend on how
+    far they went make the structures ``names`` (the state names a snapshot holds) name,
+    before :func:`operator_states` lists them to be matched and :func:`restore` d: a
+    recursion (``colmz.dataflow.iterate.Iterate.grow_to_states``) makes as many iterations'
+    instances as the names number. Structures made so and not restored are dropped at the
+    operator's first step (it then starts from nothing, as a fresh one)."""
+    for i, op in enumerate(pipeline.operators):
+        grow = getattr(op, "grow_to_states", None)
+        if grow is not None:
+            prefix = f"{i}."
+            grow([n[len(prefix):] for n in names if n.startswith(prefix)])
 
 
 def restore(pipeline, snapshots: Mapping[str, Updates], time: int) -> None:

@@ -156,13 +156,18 @@ NOT_ROLLED_BACK.update({
     "GroupRecompute": {"input_schema", "group_by", "translated", "schema", "rows_recomputed", "queries",
                        "_group_specs", "_val_specs", "_empty_layout", "_key_leads",
                        "_shared", "_in_val_specs", "ranking", "rows_ranked", "rows_consolidated"},
+    # a recursion's configuration (its columns, name, kind, bound, the tables its recursive
+    # term reads, how to render an instance and the names it reads the working table by)
+    # and work counters; its instances, contents and clock are rolled back in place
+    "Iterate": {"schema", "name", "distinct", "limit", "tables", "_instance", "_work", "_all", "rows_touched",
+                "instances_stepped", "last_instances_stepped"},
 })
 
 
 _DATAFLOW = {"Clock", "KeyedArrangement", "Accumulators", "FueledRuns", "MapFilter", "Union", "Negate", "DeltaJoin", "OuterJoin",
              "AccumulableReduce", "MinMaxReduce", "_ByCount", "TopK", "ViewSink", "Collation", "CollatedReduce",
              "Pipeline", "MaintainedView", "Recompute", "SqlMapFilter", "JsonbCheck", "Constant", "TemporalFilter",
-             "GroupRecompute", "SharedArrangements"}
+             "GroupRecompute", "SharedArrangements", "Iterate"}
 
 
 def _dataflow_example(name: str):
@@ -206,6 +211,9 @@ def _dataflow_example(name: str):
         "TemporalFilter": lambda: df.TemporalFilter(k, [df.Bound("v", "<=", 2)]),
         "SharedArrangements": SharedArrangements,
         "GroupRecompute": lambda: GroupRecompute(k, ["k"], translate(f"SELECT k, sum(v) AS s FROM {INPUT_RELATION} GROUP BY k")),
+        "Iterate": lambda: plan.render(plan.plan(
+            "WITH RECURSIVE c(n) AS (SELECT k FROM t UNION SELECT n + 1 FROM c WHERE n < 3) SELECT n FROM c",
+            {"t": k})).operators[1],
     }[name]()
 
 
