@@ -12,7 +12,7 @@ Fallback leaf of its own when it falls back and can be typed).
 ``WITH RECURSIVE name AS (base UNION [ALL] step)`` is a :class:`LetRec`
 (:meth:`SetOpLowering.recursive`): ``base`` planned where the CTE is defined, ``step`` with
 ``name`` bound to a :class:`WorkingTable` whose references are :class:`Variable` leaves.
-``UNION`` or ``UNION ALL`` is read from the text (the parse tree does not keep it). For
+``UNION`` or ``UNION ALL`` is the tree's (``Query.setop_all`` of the CTE's node). For
 ``UNION`` the base is distinct and the step ``Threshold(Distinct(step) − Variable("all"))``:
 PostgreSQL's iteration, each working table distinct and without the rows produced so far.
 The recursive term is admitted only when :func:`strict`: it gives no row over an empty
@@ -61,7 +61,7 @@ from colmz.dataflow.plan_nodes import (
 from colmz.dataflow.step import as_schema
 from colmz.order import ColumnSpec
 from colmz.sql.errors import SQLError
-from colmz.sql.tokens import cte_columns_of, cte_definitions, tokenize
+from colmz.sql.tokens import cte_columns_of
 from colmz.sql.tree import Query, Table, parse_tree
 from colmz.updates import SchemaError
 
@@ -260,7 +260,7 @@ class SetOpLowering:
         what = f"WITH RECURSIVE {name}"
         if not name or len(q.children) != 2 or q.modifiers:
             raise Unsupported(f"{what}: a recursive query of other than the form base UNION [ALL] step")
-        union_all = self.recursive_union_all(name)
+        union_all = q.setop_all
         base = self.query(q.children[0])
         if isinstance(base, Fallback):
             raise Unsupported(f"{what}: its non-recursive term: {base.reason}")
@@ -303,29 +303,6 @@ class SetOpLowering:
             step = Threshold(schema, Union(schema, (Distinct(schema, step),
                                                     Negate(schema, Variable(schema, name, "all")))))
         return LetRec(schema, base, step, name, not union_all, RECURSION_LIMIT)
-
-    def recursive_union_all(self, name: str) -> bool:
-        """Whether recursive CTE ``name`` is ``base UNION ALL step`` (its body's last
-        top-level ``UNION`` followed by ``ALL``), read from the text (the parse tree does not
-        keep it); ``Unsupported`` when its definitions are not read or disagree."""
-        found = set()
-        for n, _, start, end, _, rec in cte_definitions(self.text):
-            if n != name or not rec:
-                continue
-            depth, last = 0, None
-            toks = tokenize(self.text[start:end])
-            for j, tok in enumerate(toks):
-                if tok.kind == "op":
-                    depth += tok.text == "("
-                    depth -= tok.text == ")"
-                elif depth == 0 and tok.kind == "word" and tok.upper == "UNION":
-                    last = j
-            if last is None:
-                raise Unsupported(f"WITH RECURSIVE {name}: its UNION is not read from the text")
-            found.add(last + 1 < len(toks) and toks[last + 1].kind == "word" and toks[last + 1].upper == "ALL")
-        if len(found) != 1:
-            raise Unsupported(f"WITH RECURSIVE {name}: its UNION is not read from the text")
-        return found.pop()
 
     def cte(self, name: str):
         """The query of CTE ``name`` in scope, planned in the scope it was defined in."""

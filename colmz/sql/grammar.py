@@ -401,7 +401,7 @@ class _Reader:
             # DuckDB's recursive CTE: the two branches of a UNION [ALL]
             if q.type != "SET_OPERATION_NODE" or q.setop != "UNION" or len(q.children) != 2 or q.modifiers or q.ctes:
                 raise _GIVE_UP
-            q = _Query("RECURSIVE_CTE_NODE", children=q.children)
+            q = _Query("RECURSIVE_CTE_NODE", children=q.children, setop_all=q.setop_all)
         return name, q
 
     def order_by(self) -> tuple[Order, ...]:

@@ -257,7 +257,7 @@ class Modifier:
 class Query:
     """A query node. ``items`` is the select list; ``from_`` ``None`` when there is no
     ``FROM``; ``children`` a set operation's branches (``setop`` ``UNION``, ``EXCEPT``,
-    ``INTERSECT``; ``setop_all`` for ``ALL``); ``ctes`` the ``WITH`` list as ``(name, query)``;
+    ``INTERSECT``; ``setop_all`` for ``ALL``, and for a recursive CTE's ``UNION ALL``); ``ctes`` the ``WITH`` list as ``(name, query)``;
     ``sampled`` whether a ``USING SAMPLE`` applies; ``aggregate_handling`` DuckDB's
     (``FORCE_AGGREGATES`` for ``GROUP BY ALL``)."""
 
@@ -544,7 +544,8 @@ class _Reader:
                          setop=node.get("setop_type", ""), setop_all=bool(node.get("setop_all")))
         # CTE nodes: the query and the (recursive) parts, as branches
         parts = [node[k] for k in ("left", "right", "query", "child") if isinstance(node.get(k), dict)]
-        return Query(kind, modifiers=modifiers, ctes=ctes, children=tuple(self.query(p) for p in parts))
+        return Query(kind, modifiers=modifiers, ctes=ctes, children=tuple(self.query(p) for p in parts),
+                     setop_all=bool(node.get("union_all")))
 
 
 # ---------------------------------------------------------------------------- DuckDB access
