@@ -50,7 +50,12 @@ __all__ = [
     "CALLS",
     "ERROR_MESSAGES",
     "FUNCTIONS",
+    "INTERVAL_DIV",
+    "INTERVAL_MUL",
+    "INTERVAL_OF_SUMS",
     "INTERVAL_OUT",
+    "INTERVAL_PARTS",
+    "INTERVAL_PERCENTILE_CONT",
     "MACROS",
     "NULL_FUNCTIONS",
     "OPERATORS",
@@ -59,7 +64,10 @@ __all__ = [
     "date_bin",
     "decode",
     "encode",
+    "interval_cmp_key",
     "interval_div",
+    "interval_mul",
+    "interval_percentile_cont",
     "interval_text",
     "justify_days",
     "justify_hours",
@@ -77,7 +85,8 @@ _INT32 = (-(2**31), 2**31 - 1)
 #: PostgreSQL's messages the functions here raise (a regular expression's alternatives).
 ERROR_MESSAGES = (r"stride must be greater than zero|timestamps cannot be binned into intervals containing "
                   r"months or years|origin out of range|interval out of range|division by zero"
-                  r"|timestamp out of range|invalid hexadecimal digit: \".*\"|invalid hexadecimal data: odd number "
+                  r"|timestamp out of range|percentile value \S+ is not between 0 and 1"
+                  r"|invalid hexadecimal digit: \".*\"|invalid hexadecimal data: odd number "
                   r"of digits|invalid symbol \".*\" found while decoding base64 sequence|invalid base64 end sequence"
                   r"|unexpected \"=\" while decoding base64 sequence|invalid input syntax for type bytea"
                   r"|unrecognized encoding: \".*\"")
@@ -447,6 +456,82 @@ def interval_div(months: int, days: int, micros: int, factor: float) -> tuple[in
     return m, dd, t
 
 
+def interval_mul(months: int, days: int, micros: int, factor: float) -> tuple[int, int, int]:
+    """PostgreSQL 15's ``interval * float8`` (``interval_mul``): each part multiplied, months
+    and days truncated (past an int32: "interval out of range"), the fractions of months (as
+    30 days) and of days (as 24 hours) cascaded down, the microseconds rounded.
+
+    >>> interval_mul(1, 0, 0, 0.5), interval_mul(0, 3, 0, 1.5)
+    ((0, 15, 0), (0, 4, 43200000000))
+    >>> interval_mul(0, 40, -3_600_000_000, 0.3)
+    (0, 12, -1080000000)
+    """
+    import math
+
+    result = []
+    for part in (months, days):
+        x = part * factor
+        if math.isnan(x) or not _INT32[0] <= x <= _INT32[1]:
+            raise ValueError("interval out of range")
+        result.append(int(x))
+    m, dd = result
+    month_days = _tsround((months * factor - m) * 30)
+    sec = _tsround((days * factor - dd + month_days - int(month_days)) * 86400)
+    if abs(sec) >= 86400:
+        dd += int(sec / 86400)
+        sec -= int(sec / 86400) * 86400
+    dd += int(month_days)
+    t = micros * factor + sec * 1e6
+    if math.isnan(t) or not -(2.0**63) <= t < 2.0**63:
+        raise ValueError("interval out of range")
+    return m, dd, round(t)
+
+
+def _interval_add(a: tuple[int, int, int], b: tuple[int, int, int], sign: int = 1) -> tuple[int, int, int]:
+    # PostgreSQL's interval_pl (sign 1) and interval_mi (sign -1): part by part, overflow raises
+    m, d, t = (x + sign * y for x, y in zip(a, b))
+    if not -(2**63) <= t < 2**63:
+        raise ValueError("interval out of range")
+    return _int32(m), _int32(d), t
+
+
+def interval_cmp_key(months: int, days: int, micros: int) -> int:
+    """PostgreSQL's order of intervals (``interval_cmp_value``): a month is 30 days, a day
+    24 hours, so ``'1 mon'``, ``'30 days'`` and ``'720:00:00'`` are equal.
+
+    >>> interval_cmp_key(1, 0, 0) == interval_cmp_key(0, 30, 0) == interval_cmp_key(0, 0, 720 * 3_600_000_000)
+    True
+    """
+    return (months * 30 + days) * USECS_PER_DAY + micros
+
+
+def interval_percentile_cont(values: list, fraction: float, descending: bool = False) -> tuple[int, int, int] | None:
+    """PostgreSQL 15's ``percentile_cont(fraction) WITHIN GROUP (ORDER BY x)`` of intervals
+    ``values`` (``(months, days, micros)`` or None, which are left out): the values in
+    PostgreSQL's order (:func:`interval_cmp_key`; ``descending``: ``ORDER BY x DESC``), the rows at the floor and ceiling of
+    ``fraction * (n - 1)`` interpolated by ``interval_lerp`` (``lo + (hi - lo) * p``, with
+    :func:`interval_mul`); None for no rows.
+
+    >>> interval_percentile_cont([(0, 40, -3_600_000_000), (1, 2, 10_800_000_000), (12, 0, 500_000)], 0.3)
+    (1, 6, 71280000000)
+    >>> interval_percentile_cont([None], 2.0) is None
+    True
+    """
+    import math
+
+    rows = sorted((v for v in values if v is not None), key=lambda v: interval_cmp_key(*v), reverse=descending)
+    if not rows:
+        return None
+    if math.isnan(fraction) or not 0 <= fraction <= 1:
+        raise ValueError(f"percentile value {fraction:g} is not between 0 and 1")
+    at = fraction * (len(rows) - 1)
+    first, second = math.floor(at), math.ceil(at)
+    if second == first:
+        return tuple(rows[first])
+    lo, hi = tuple(rows[first]), tuple(rows[second])
+    return _interval_add(interval_mul(*_interval_add(hi, lo, -1), at - first), lo)
+
+
 def date_bin(stride: tuple[int, int, int], source: int, origin: int) -> int:
     """PostgreSQL 15's ``date_bin(stride, source, origin)`` over microseconds: the start of
     the bin of ``stride`` (no months) holding ``source``, bins aligned at ``origin``.
@@ -690,6 +775,18 @@ def _interval_time(iv) -> int:
     return datetime.time(us // 3_600_000_000, us // 60_000_000 % 60, us // 1_000_000 % 60, us % 1_000_000)
 
 
+def _percentile_over_arrow(lists, fractions, descending):
+    # interval_percentile_cont over Arrow: a list of intervals, a fraction and an order per row
+    import pyarrow as pa
+
+    out = []
+    for values, f, desc in zip(lists.to_pylist(), fractions.to_pylist(), descending.to_pylist()):
+        r = None if values is None or f is None else interval_percentile_cont(
+            [None if v is None else (v.months, v.days, v.nanoseconds // 1000) for v in values], f, bool(desc))
+        out.append(None if r is None else pa.MonthDayNano([r[0], r[1], r[2] * 1000]))
+    return pa.array(out, pa.month_day_nano_interval())
+
+
 TO_CHAR = P + "to_char"
 _TO_CHAR_TS, _TO_CHAR_TZ = P + "to_char_ts", P + "to_char_tz"
 DATE_BIN = P + "date_bin"
@@ -699,6 +796,17 @@ QUOTE_IDENT, QUOTE_LITERAL = P + "quote_ident", P + "quote_literal"
 _QUOTE_LITERAL_TEXT = P + "quote_literal_text"
 INTERVAL_DIV = P + "interval_div"
 INTERVAL_TIME = P + "interval_time"
+#: PostgreSQL's ``interval * float8`` (:func:`interval_mul`).
+INTERVAL_MUL = P + "interval_mul"
+#: PostgreSQL's ``percentile_cont`` of intervals (:func:`interval_percentile_cont`) over a
+#: list of the group's values and the fraction.
+INTERVAL_PERCENTILE_CONT = P + "interval_percentile_cont"
+#: An interval's months, days and microseconds as PostgreSQL keeps them (DuckDB keeps the
+#: same three parts), and PostgreSQL's interval of three such sums (``interval_pl`` of
+#: every value: each part summed alone, never normalised; past an int32 of months or days
+#: or an int64 of microseconds "interval out of range").
+INTERVAL_PARTS = tuple(P + "interval_" + part for part in ("months", "days", "micros"))
+INTERVAL_OF_SUMS = P + "interval_of_sums"
 #: PostgreSQL's text of an interval (:func:`interval_text`).
 INTERVAL_OUT = P + "interval_out"
 ARRAY_TO_STRING_NULL = P + "array_to_string_null"
@@ -706,11 +814,13 @@ ENCODE, DECODE = P + "encode", P + "decode"
 LENGTH = P + "length"
 _ENCODE_BYTES = P + "encode_bytes"
 
-#: Functions that may give NULL for values (to_char of an infinity or with an empty template):
+#: Functions that may give NULL for values (to_char of an infinity or with an empty template,
+#: percentile_cont of no rows):
 #: registered with DuckDB's special NULL handling (a NULL argument still gives NULL).
 NULL_FUNCTIONS = (
     _entry(_TO_CHAR_TS, _to_char_ts, "VARCHAR", "TIMESTAMP", "VARCHAR"),
     _entry(_TO_CHAR_TZ, _to_char_tz, "VARCHAR", "TIMESTAMPTZ", "VARCHAR"),
+    (INTERVAL_PERCENTILE_CONT, _percentile_over_arrow, ("INTERVAL[]", "DOUBLE", "BOOLEAN"), "INTERVAL"),
 )
 #: (name, function over Arrow, argument types, result type): registered on every colmz
 #: connection (:func:`colmz.sql.run.connect`); a NULL argument gives NULL.
@@ -723,6 +833,7 @@ FUNCTIONS = (
     _entry(QUOTE_IDENT, quote_ident, "VARCHAR", "VARCHAR"),
     _entry(_QUOTE_LITERAL_TEXT, quote_literal, "VARCHAR", "VARCHAR"),
     _entry(INTERVAL_DIV, lambda iv, f: interval_div(*iv, f), "INTERVAL", "INTERVAL", "DOUBLE"),
+    _entry(INTERVAL_MUL, lambda iv, f: interval_mul(*iv, f), "INTERVAL", "INTERVAL", "DOUBLE"),
     _entry(INTERVAL_TIME, _interval_time, "TIME", "INTERVAL"),
     _entry(INTERVAL_OUT, lambda iv: interval_text(*iv), "VARCHAR", "INTERVAL"),
     _entry(_ENCODE_BYTES, encode, "VARCHAR", "BLOB", "VARCHAR"),
@@ -766,7 +877,16 @@ _NUMERIC_ELEMENTS = ("array_to_string() of numeric elements is not supported by 
 #: does (a boolean as t/f, a double by its shortest digits), a NULL one as ``n``; with a NULL
 #: ``n`` it is the two-argument form (NULL elements left out). ``string_to_array(s, d, n)``:
 #: elements equal to ``n`` are NULL (none when ``n`` is NULL).
+_PART_MONTHS, _PART_DAYS, _PART_MICROS = INTERVAL_PARTS
 MACROS = (
+    f"CREATE OR REPLACE MACRO {_PART_MONTHS}(x) AS datepart('year', x) * 12 + datepart('month', x)",
+    f"CREATE OR REPLACE MACRO {_PART_DAYS}(x) AS datepart('day', x)",
+    f"CREATE OR REPLACE MACRO {_PART_MICROS}(x) AS datepart('hour', x) * 3600000000 + datepart('minute', x) * 60000000 "
+    "+ datepart('microseconds', x)",
+    f"CREATE OR REPLACE MACRO {INTERVAL_OF_SUMS}(m, d, t) AS CASE WHEN m NOT BETWEEN {_INT32[0]} AND {_INT32[1]} "
+    f"OR d NOT BETWEEN {_INT32[0]} AND {_INT32[1]} OR t NOT BETWEEN {-(2**63)} AND {2**63 - 1} "
+    "THEN error('interval out of range') ELSE to_months(CAST(m AS INTEGER)) + to_days(CAST(d AS INTEGER)) "
+    "+ to_microseconds(CAST(t AS BIGINT)) END",
     f"CREATE OR REPLACE MACRO {ARRAY_TO_STRING_NULL}(a, d, n) AS CASE WHEN n IS NULL THEN "
     f"{_ARRAY_TO_STRING}(a, d) WHEN typeof(a) = 'BOOLEAN[]' THEN "
     "array_to_string([coalesce(left(CAST(x AS VARCHAR), 1), n) FOR x IN a], d) "
