@@ -72,6 +72,7 @@ _DISTINCT_REFUSAL = ("{f}(DISTINCT ...) of an interval is not supported by colmz
 _ARRAY_FRACTIONS = ("percentile_cont() of intervals at an array of fractions is not supported by colmz "
                     "(PostgreSQL interpolates each fraction with its interval arithmetic)")
 _DISTINCT = re.compile(r"\bdistinct\b", re.IGNORECASE)
+_FILTER = re.compile(r"\)\s*filter\s*\(", re.IGNORECASE)
 
 
 def interval_kind(t) -> str | None:
@@ -192,8 +193,9 @@ class _Rules:
     def sum(self, e: Expression) -> str | None:
         # sum(x) / avg(x) of an interval: three sums of its parts (each with the call's own
         # FILTER and OVER, which the call's text after the argument holds)
-        args = _arguments(e) if e.cls == "FUNCTION" else window_arguments(
-            e, [c for c in e.children if c.start >= 0], self.text)
+        args = _arguments(e) if e.cls == "FUNCTION" else [
+            c for c in window_arguments(e, [c for c in e.children if c.start >= 0], self.text)
+            if not _FILTER.search(self.text, e.start, c.start)]  # (a window's FILTER is a child)
         if len(args) != 1 or args[0].start < 0:
             return None
         arg = args[0]
@@ -205,14 +207,14 @@ class _Rules:
         if e.distinct or _DISTINCT.search(self.text, e.start, arg.start):
             raise UnsupportedSQL(_DISTINCT_REFUSAL.format(f=f))
         value = self.render(x)
-        sums = [self.spliced(e, {id(arg): f"{part}({value})"}) for part in INTERVAL_PARTS]
+        if self.text[e.start : e.start + len(f)].lower() != f:  # (the name as written, then its call)
+            return None
+        sums = ["sum" + self.spliced(e, {id(arg): f"{part}({value})"})[len(f) :] for part in INTERVAL_PARTS]
         total = f"{INTERVAL_OF_SUMS}({', '.join(sums)})"
         if f == "sum":
             return total
-        count = self.spliced(e, {id(arg): value})  # (avg's call as written, counted)
-        if count[: len(f)].lower() != f:
-            return None
-        return f"{INTERVAL_DIV}({total}, CAST(count{count[len(f):]} AS DOUBLE))"
+        count = "count" + self.spliced(e, {id(arg): value})[len(f) :]  # (interval_avg: the sum / the count)
+        return f"{INTERVAL_DIV}({total}, CAST({count} AS DOUBLE))"
 
     def percentile(self, e: Expression) -> str | None:
         # translate's wrapper of percentile_cont(f) WITHIN GROUP (ORDER BY x), FILTER after it
