@@ -230,6 +230,8 @@ class _Rules:
         tail = splice(self.text, [] if e.filter is None else [(e.filter.start, e.filter.end, self.render(e.filter))],
                       close + 1, e.end)
         descending = "true" if inner.order_by[0].direction == "DESCENDING" else "false"
+        if inner.filter is not None:  # (translate's wrapper may hold the FILTER or be under it)
+            tail = f" FILTER (WHERE {self.render(inner.filter)}){tail}"
         return (f"{INTERVAL_PERCENTILE_CONT}(list({self.render(x)}){tail}, CAST({self.render(fraction)} AS DOUBLE), "
                 f"{descending})")
 
