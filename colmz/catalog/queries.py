@@ -48,6 +48,7 @@ from colmz.sql import (
     sql_name,
     translate,
 )
+from colmz.sql.arraycols import array_column_rules, array_kind
 from colmz.sql.assign import pg_type_name
 from colmz.sql.floatcols import column_kind, float_column_rules
 from colmz.sql.intervalcols import interval_column_rules, interval_kind
@@ -142,6 +143,9 @@ class Queries:
         # PostgreSQL's interval arithmetic and aggregates over interval columns (d / 2, sum(d))
         text = interval_column_rules(text, tuple((relation_name(i), tuple(
             (c.name.lower(), interval_kind(c.type)) for c in self._objects[n].schema)) for i, n in enumerate(bound)))
+        # ... and || of array columns (array_cat, array_append, array_prepend)
+        text = array_column_rules(text, tuple((relation_name(i), tuple(
+            (c.name.lower(), array_kind(c.type)) for c in self._objects[n].schema)) for i, n in enumerate(bound)))
         # ... and an outer WHERE filters a subquery's rows before its (checked) items are
         # computed, as PostgreSQL pulls the subquery up
         return push_filters(text), bound

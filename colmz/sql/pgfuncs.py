@@ -46,6 +46,7 @@ import re
 from colmz.sql.build import BYTEA_IN, RESERVED_PREFIX
 
 __all__ = [
+    "ARRAY_CAT",
     "ARRAY_TO_STRING_NULL",
     "CALLS",
     "ERROR_MESSAGES",
@@ -810,6 +811,9 @@ INTERVAL_OF_SUMS = P + "interval_of_sums"
 #: PostgreSQL's text of an interval (:func:`interval_text`).
 INTERVAL_OUT = P + "interval_out"
 ARRAY_TO_STRING_NULL = P + "array_to_string_null"
+#: PostgreSQL's ``array_cat`` (``||`` of two arrays): a NULL operand left out, NULL when both
+#: are (DuckDB's ``list_concat`` of two NULLs is ``[]``).
+ARRAY_CAT = P + "array_cat"
 ENCODE, DECODE = P + "encode", P + "decode"
 LENGTH = P + "length"
 _ENCODE_BYTES = P + "encode_bytes"
@@ -887,6 +891,8 @@ MACROS = (
     f"OR d NOT BETWEEN {_INT32[0]} AND {_INT32[1]} OR t NOT BETWEEN {-(2**63)} AND {2**63 - 1} "
     "THEN error('interval out of range') ELSE to_months(CAST(m AS INTEGER)) + to_days(CAST(d AS INTEGER)) "
     "+ to_microseconds(CAST(t AS BIGINT)) END",
+    f"CREATE OR REPLACE MACRO {ARRAY_CAT}(a, b) AS CASE WHEN a IS NULL AND b IS NULL THEN NULL "
+    "ELSE list_concat(a, b) END",
     f"CREATE OR REPLACE MACRO {ARRAY_TO_STRING_NULL}(a, d, n) AS CASE WHEN n IS NULL THEN "
     f"{_ARRAY_TO_STRING}(a, d) WHEN typeof(a) = 'BOOLEAN[]' THEN "
     "array_to_string([coalesce(left(CAST(x AS VARCHAR), 1), n) FOR x IN a], d) "
