@@ -224,7 +224,7 @@ class _Rules:
         x, fraction = _arguments(inner)
         if not self.interval(x):
             return None
-        if fraction.cls == "OPERATOR" and "ARRAY" in fraction.type or "[" in self.text[fraction.start : fraction.end]:
+        if (fraction.cls == "OPERATOR" and "ARRAY" in fraction.type) or "[" in self.text[fraction.start : fraction.end]:
             raise UnsupportedSQL(_ARRAY_FRACTIONS)
         close = self.text.index(")", inner.end)  # (the wrapper's; its FILTER after it)
         tail = splice(self.text, [] if e.filter is None else [(e.filter.start, e.filter.end, self.render(e.filter))],
