@@ -2035,7 +2035,7 @@ QUERIES = [
     ("ivagg_sum_grouped", "SELECT id % 3 AS g, sum(d)::text AS s, avg(d)::text AS a FROM ivals GROUP BY id % 3 ORDER BY g"),
     ("ivagg_sum_filter", "SELECT sum(d) FILTER (WHERE ts IS NOT NULL)::text AS s, sum(d) FILTER (WHERE false) AS z "
                          "FROM ivals"),
-    ("ivagg_sum_window", "SELECT id, sum(d) OVER (ORDER BY id)::text AS s, sum(d) OVER (PARTITION BY ts IS NULL ORDER BY id "
+    ("ivagg_sum_window", "SELECT id, sum(d) OVER (ORDER BY id)::text AS s, sum(d) OVER (ORDER BY id DESC "
                          "ROWS BETWEEN 1 PRECEDING AND CURRENT ROW)::text AS w FROM ivals ORDER BY id"),
     ("ivagg_sum_having", "SELECT id % 2 AS g FROM ivals GROUP BY id % 2 HAVING sum(d) > interval '1 mon' ORDER BY g"),
     ("ivagg_div_mul", "SELECT id, (d / 3)::text AS a, (d * 1.5)::text AS b, (0.3 * d)::text AS c, (d / id)::text AS e "

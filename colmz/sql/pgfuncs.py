@@ -26,11 +26,16 @@ transforms (:mod:`colmz.sql.transforms`): each gives the DuckDB text of one node
 * ``array_to_string(a, d, null_text)`` and ``string_to_array(s, d, null_text)``: NULL
   elements printed as ``null_text``, elements equal to it read as NULL.
 * Operators on values visibly of a type (a typed literal such as ``INTERVAL '1 hour'``, a
-  cast, a call that returns one; a column's type is not known when the text is rewritten,
-  so ``i / 2`` of an interval column stays DuckDB's, which refuses it): ``interval / number``
-  (:func:`interval_div`: fractions of months and days cascade down as PostgreSQL's do),
-  ``time - time`` (an interval of microseconds), and a cast of an interval to ``time`` (its
-  time of day).
+  cast, a call that returns one; a column's type is not known when the text is rewritten:
+  ``i / 2`` of an interval column is :mod:`colmz.sql.intervalcols`' once the catalog knows
+  it): ``interval / number`` (:func:`interval_div`: fractions of months and days cascade
+  down as PostgreSQL's do), ``time - time`` (an interval of microseconds), and a cast of an
+  interval to ``time`` (its time of day).
+* For :mod:`colmz.sql.intervalcols`: ``interval * number`` (:func:`interval_mul`), the
+  parts of an interval and the interval of their sums (``sum(interval)``:
+  :data:`INTERVAL_PARTS`, :data:`INTERVAL_OF_SUMS`), ``percentile_cont`` of intervals
+  (:func:`interval_percentile_cont`); for :mod:`colmz.sql.arraycols`: ``array_cat``
+  (:data:`ARRAY_CAT`).
 * PostgreSQL's text of an interval (:func:`interval_text`, :data:`INTERVAL_OUT`), which
   ``::text`` of an interval prints (:data:`colmz.sql.translate.INTERVAL_TEXT`).
 
