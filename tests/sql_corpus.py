@@ -2027,9 +2027,26 @@ QUERIES = [
                             "WHERE i.d < interval '1 mon 1 day' ORDER BY p.id"),
     ("ival_left_join", "SELECT i.id, i.d, o.amount FROM ivals i LEFT JOIN orders o ON o.person_id = i.id "
                        "AND o.ts > i.ts ORDER BY i.id, o.amount"),
-    # avg of intervals: refused (DuckDB rounds the division otherwise than PostgreSQL)
+    # avg of intervals: PostgreSQL's interval_avg (the sum of each field, interval_div by the count)
     ("ival_avg", "SELECT avg(d) AS a FROM ivals"),
     ("ival_avg_window", "SELECT id, avg(d) OVER (ORDER BY id) AS a FROM ivals ORDER BY id"),
+    # sum, percentile_cont, * and / of an interval column (colmz.sql.intervalcols)
+    ("ivagg_sum", "SELECT sum(d) AS s, sum(d)::text AS t, count(d) AS n FROM ivals"),
+    ("ivagg_sum_grouped", "SELECT id % 3 AS g, sum(d)::text AS s, avg(d)::text AS a FROM ivals GROUP BY id % 3 ORDER BY g"),
+    ("ivagg_sum_filter", "SELECT sum(d) FILTER (WHERE ts IS NOT NULL)::text AS s, sum(d) FILTER (WHERE false) AS z "
+                         "FROM ivals"),
+    ("ivagg_sum_window", "SELECT id, sum(d) OVER (ORDER BY id)::text AS s, sum(d) OVER (ORDER BY id DESC "
+                         "ROWS BETWEEN 1 PRECEDING AND CURRENT ROW)::text AS w FROM ivals ORDER BY id"),
+    ("ivagg_sum_having", "SELECT id % 2 AS g FROM ivals GROUP BY id % 2 HAVING sum(d) > interval '1 mon' ORDER BY g"),
+    ("ivagg_div_mul", "SELECT id, (d / 3)::text AS a, (d * 1.5)::text AS b, (0.3 * d)::text AS c, (d / id)::text AS e "
+                      "FROM ivals ORDER BY id"),
+    ("ivagg_mul_column", "SELECT i.id, (i.d * p.score)::text AS a FROM ivals i JOIN people p ON p.id = i.id ORDER BY i.id"),
+    ("ivagg_percentile_cont", "SELECT percentile_cont(0.5) WITHIN GROUP (ORDER BY d) AS m, percentile_cont(0.9) "
+                              "WITHIN GROUP (ORDER BY d) AS p FROM ivals WHERE id > 3"),
+    ("ivagg_percentile_disc", "SELECT percentile_disc(0.5) WITHIN GROUP (ORDER BY d) AS m FROM ivals WHERE id > 3"),
+    ("ivagg_percentile_refused", "SELECT percentile_cont(ARRAY[0.5]) WITHIN GROUP (ORDER BY d) AS m FROM ivals"),
+    ("ivagg_sum_distinct_refused", "SELECT sum(DISTINCT d) AS s FROM ivals"),
+    ("ivagg_numeric_mod", "SELECT 1e3 % 7 AS a, (1e3 % 7)::text AS b, 10.5 % 3 AS c, -1e3 % 7 AS d"),
     # array_agg of arrays: one array of a dimension more, its inputs of one shape
     ("aggarr_rectangular", "SELECT array_agg(a ORDER BY a) AS m FROM (SELECT ARRAY[id, age] AS a FROM people) s"),
     ("aggarr_grouped", "SELECT person_id, array_agg(ARRAY[id, person_id] ORDER BY id) AS m FROM orders "

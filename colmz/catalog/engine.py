@@ -111,7 +111,7 @@ from colmz.sql import (
     sql_name,
     update_select,
 )
-from colmz.sql.assign import typed_values
+from colmz.sql.assign import typed_assignment, typed_values
 from colmz.sql.tokens import require_text
 from colmz.sql.write import as_jsonb, assign, check_jsonb_values, insert_rows, is_json, is_jsonb
 from colmz.updates import Updates
@@ -633,7 +633,9 @@ class Engine(Definitions, Queries, Views, Subscriptions):
             change = rows_to_updates(conform(rows, schema, f"DELETE FROM {s.table}"), t, -1)
         else:
             names = [c.name for c in schema]
-            assigned = dict(s.assignments)
+            # a string literal takes its column's type, as PostgreSQL's UPDATE coerces it
+            types = {c.name: c.type for c in schema}
+            assigned = {n: typed_assignment(e, types[n]) if n in types else e for n, e in s.assignments}
             new_sql = update_select(rel, names, assigned, s.where)  # checks every part first
             self._check_jsonb_text(new_sql, [n if n in assigned else None for n in names], key, schema)
             old = self._query(select_where(rel, s.where, f"UPDATE {s.table}: predicate"), t, pending)

@@ -48,8 +48,10 @@ from colmz.sql import (
     sql_name,
     translate,
 )
+from colmz.sql.arraycols import array_column_rules, array_kind
 from colmz.sql.assign import pg_type_name
 from colmz.sql.floatcols import column_kind, float_column_rules
+from colmz.sql.intervalcols import interval_column_rules, interval_kind
 from colmz.sql.jsonbcols import jsonb_column_rules
 from colmz.sql.pushdown import push_filters
 from colmz.sql.translate import referenced_names
@@ -138,6 +140,12 @@ class Queries:
         # column compared with a literal compares jsonb; a jsonb operator of a text column
         # does not exist): the columns' kinds are known here (colmz.catalog.column_kinds)
         text = jsonb_column_rules(text, self._kinds_of(bound))
+        # PostgreSQL's interval arithmetic and aggregates over interval columns (d / 2, sum(d))
+        text = interval_column_rules(text, tuple((relation_name(i), tuple(
+            (c.name.lower(), interval_kind(c.type)) for c in self._objects[n].schema)) for i, n in enumerate(bound)))
+        # ... and || of array columns (array_cat, array_append, array_prepend)
+        text = array_column_rules(text, tuple((relation_name(i), tuple(
+            (c.name.lower(), array_kind(c.type)) for c in self._objects[n].schema)) for i, n in enumerate(bound)))
         # ... and an outer WHERE filters a subquery's rows before its (checked) items are
         # computed, as PostgreSQL pulls the subquery up
         return push_filters(text), bound

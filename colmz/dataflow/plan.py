@@ -1115,6 +1115,7 @@ class _Planner(JoinLowering, SubqueryLowering, ReduceLowering, SetOpLowering, Wi
     def checked_sql(self, sql: str, schema: Schema, key, what: str) -> str:
         """``sql`` translated, with its answer's columns checked over an empty input."""
         from colmz.sql.floatcols import column_kind, float_column_rules
+        from colmz.sql.intervalcols import interval_column_rules, interval_kind
         from colmz.sql.jsonbcols import jsonb_column_rules
         from colmz.sql.translate import translate
 
@@ -1130,6 +1131,10 @@ class _Planner(JoinLowering, SubqueryLowering, ReduceLowering, SetOpLowering, Wi
             translated = jsonb_column_rules(translated, ((INPUT_RELATION, tuple(
                 (n.lower(), k) for i, (c, k) in enumerate(zip(schema, kinds))
                 for n in (c.name, placeholder(i)[1:-1]))),) if kinds else ())
+            # ... and an interval column's (colmz.sql.intervalcols: sum(d), d / 2)
+            translated = interval_column_rules(translated, ((INPUT_RELATION, tuple(
+                (n.lower(), interval_kind(c.type)) for i, c in enumerate(schema)
+                for n in (c.name, placeholder(i)[1:-1]))),))
             GroupRecompute(schema, list(key), translated)
         except (SQLError, TypeError, ValueError) as e:
             raise Unsupported(f"{what} through SQL: {e}") from None

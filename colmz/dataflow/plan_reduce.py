@@ -20,7 +20,6 @@ import pyarrow as pa
 from colmz.dataflow.plan_binding import (
     POSTGRES_TYPES,
     PlanError,
-    Refused,
     Scope,
     Unsupported,
     conjuncts,
@@ -52,7 +51,6 @@ from colmz.sql.errors import SQLError
 from colmz.sql.hints import select_offset
 from colmz.sql.jsonbcols import column_ref_kinds
 from colmz.sql.tokens import tokenize
-from colmz.sql.transforms import AVG_OF_INTERVAL
 from colmz.sql.tree import Expression, Query, parse_tree
 
 __all__ = ["ReduceLowering", "is_float_column"]
@@ -256,9 +254,9 @@ class ReduceLowering:
                 raise Unsupported(f"aggregate {self.span(e)!r}: an argument other than one column")
             if fn == "avg" and column is not None and any(
                     c.name == column and pa.types.is_interval(c.type) for c in node.schema):
-                # DuckDB's avg of intervals is not PostgreSQL's (interval_div's rounding), so
-                # neither the operators nor a recompute give PostgreSQL's answer
-                raise Refused(AVG_OF_INTERVAL)
+                # PostgreSQL's avg of intervals is interval_div of their sum (its rounding): the
+                # group's SQL computes it (colmz.sql.intervalcols)
+                raise Unsupported(f"aggregate {self.span(e)!r}: avg of an interval (summed per affected group)")
             if fn in ("sum", "avg") and column is not None and is_float_column(node.schema, column):
                 # a running float sum keeps no low bits of what a large term swamped, and
                 # retracting that term leaves them lost (1e15 + -3.3 - 1e15 = -3.25): the

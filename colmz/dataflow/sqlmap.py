@@ -77,6 +77,7 @@ class SqlMapFilter:
                  lateral: str = "", kinds: Sequence[str | None] = ()):
         from colmz.sql import run_query, session, translate
         from colmz.sql.floatcols import column_kind, float_column_rules
+        from colmz.sql.intervalcols import interval_column_rules, interval_kind
         from colmz.sql.jsonbcols import jsonb_column_rules
 
         self.input_schema = as_schema(schema, "schema")
@@ -100,6 +101,9 @@ class SqlMapFilter:
         # values compared as jsonb, with no column's kind told too)
         self.translated = jsonb_column_rules(self.translated, ((_DELTA, tuple(
             (placeholder(i)[1:-1].lower(), k) for i, k in enumerate(kinds))),) if kinds else ())
+        # ... and an interval column's (colmz.sql.intervalcols: d / 2, d * f)
+        self.translated = interval_column_rules(self.translated, ((_DELTA, tuple(
+            (placeholder(i)[1:-1].lower(), interval_kind(c.type)) for i, c in enumerate(self.input_schema))),))
         self._run = run_query
         self._con = session(external_access=False)
         out = self._evaluate(Updates.empty(self.input_schema), 0)

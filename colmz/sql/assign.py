@@ -29,7 +29,8 @@ statement's own query and a catalog ``INSERT`` converts its rows in DuckDB.
 
 ``INSERT ... VALUES`` resolves its literals first, as PostgreSQL does (``transformInsertStmt``
 coerces each ``VALUES`` item to its target column before the rows are combined): a quoted
-literal is of no type until its column gives it one (:func:`typed_values`).
+literal is of no type until its column gives it one (:func:`typed_values`); so is an
+``UPDATE``'s ``SET c = '...'`` (:func:`typed_assignment`).
 """
 
 from __future__ import annotations
@@ -44,7 +45,8 @@ from colmz.sql.errors import SQLError, UnsupportedSQL
 from colmz.sql.tree import parse_tree
 from colmz.updates import SchemaError
 
-__all__ = ["arrow_assignment", "assignment_cast", "assignment_select", "duckdb_type", "pg_type_name", "typed_values"]
+__all__ = ["arrow_assignment", "assignment_cast", "assignment_select", "duckdb_type", "pg_type_name", "typed_assignment",
+           "typed_values"]
 
 _INTS = {
     pa.int8(): ("smallint", "SMALLINT"),  # Materialize has no 1-byte integer: DuckDB's TINYINT
@@ -244,6 +246,27 @@ def _literal_type(target: pa.DataType) -> str | None:
         element = "text" if pa.types.is_string(target.value_type) else _literal_type(target.value_type)
         return None if element is None else element + "[]"
     return _LITERAL_TYPES.get(target)
+
+
+def typed_assignment(expression: str, target: pa.DataType) -> str:
+    """An ``UPDATE``'s ``SET`` value ``expression`` typed by its column of type ``target``,
+    as PostgreSQL's ``transformUpdateTargetList`` coerces it: a string literal alone is read
+    by the column type's input rules (``'{4,5}'`` of an ``integer[]`` column is an array,
+    ``'2 days'`` of an ``interval`` one an interval); any other value is unchanged (converted
+    by assignment, :func:`assignment_cast`).
+
+    >>> typed_assignment("'{4,5}'", pa.list_(pa.int32())), typed_assignment("k + 1", pa.int32())
+    ("'{4,5}'::integer[]", 'k + 1')
+    """
+    try:
+        trees = parse_tree(f"SELECT {expression}")
+    except SQLError:
+        return expression  # (DuckDB's parser says what is wrong when the update runs)
+    items = trees[0].items if len(trees) == 1 and trees[0].type == "SELECT_NODE" else ()
+    name = _literal_type(target) or ("boolean" if pa.types.is_boolean(target) else None)
+    if len(items) != 1 or items[0].literal is None or items[0].literal.kind != "STRING" or name is None:
+        return expression
+    return f"{expression.strip()}::{name}"
 
 
 def typed_values(query: str, targets: Sequence[pa.DataType]) -> str:

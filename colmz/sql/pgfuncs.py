@@ -26,11 +26,16 @@ transforms (:mod:`colmz.sql.transforms`): each gives the DuckDB text of one node
 * ``array_to_string(a, d, null_text)`` and ``string_to_array(s, d, null_text)``: NULL
   elements printed as ``null_text``, elements equal to it read as NULL.
 * Operators on values visibly of a type (a typed literal such as ``INTERVAL '1 hour'``, a
-  cast, a call that returns one; a column's type is not known when the text is rewritten,
-  so ``i / 2`` of an interval column stays DuckDB's, which refuses it): ``interval / number``
-  (:func:`interval_div`: fractions of months and days cascade down as PostgreSQL's do),
-  ``time - time`` (an interval of microseconds), and a cast of an interval to ``time`` (its
-  time of day).
+  cast, a call that returns one; a column's type is not known when the text is rewritten:
+  ``i / 2`` of an interval column is :mod:`colmz.sql.intervalcols`' once the catalog knows
+  it): ``interval / number`` (:func:`interval_div`: fractions of months and days cascade
+  down as PostgreSQL's do), ``time - time`` (an interval of microseconds), and a cast of an
+  interval to ``time`` (its time of day).
+* For :mod:`colmz.sql.intervalcols`: ``interval * number`` (:func:`interval_mul`), the
+  parts of an interval and the interval of their sums (``sum(interval)``:
+  :data:`INTERVAL_PARTS`, :data:`INTERVAL_OF_SUMS`), ``percentile_cont`` of intervals
+  (:func:`interval_percentile_cont`); for :mod:`colmz.sql.arraycols`: ``array_cat``
+  (:data:`ARRAY_CAT`).
 * PostgreSQL's text of an interval (:func:`interval_text`, :data:`INTERVAL_OUT`), which
   ``::text`` of an interval prints (:data:`colmz.sql.translate.INTERVAL_TEXT`).
 * Regular expressions: ``regexp_match`` and ``regexp_matches`` (:func:`regexp_match`,
@@ -76,11 +81,17 @@ from colmz.sql.errors import UnsupportedSQL
 from colmz.sql.jsonb import from_rows
 
 __all__ = [
+    "ARRAY_CAT",
     "ARRAY_TO_STRING_NULL",
     "CALLS",
     "ERROR_MESSAGES",
     "FUNCTIONS",
+    "INTERVAL_DIV",
+    "INTERVAL_MUL",
+    "INTERVAL_OF_SUMS",
     "INTERVAL_OUT",
+    "INTERVAL_PARTS",
+    "INTERVAL_PERCENTILE_CONT",
     "MACROS",
     "NULL_FUNCTIONS",
     "OPERATORS",
@@ -91,7 +102,10 @@ __all__ = [
     "decode",
     "encode",
     "get_byte",
+    "interval_cmp_key",
     "interval_div",
+    "interval_mul",
+    "interval_percentile_cont",
     "interval_text",
     "justify_days",
     "justify_hours",
@@ -113,7 +127,8 @@ _INT32 = (-(2**31), 2**31 - 1)
 #: PostgreSQL's messages the functions here raise (a regular expression's alternatives).
 ERROR_MESSAGES = (r"stride must be greater than zero|timestamps cannot be binned into intervals containing "
                   r"months or years|origin out of range|interval out of range|division by zero"
-                  r"|timestamp out of range|invalid hexadecimal digit: \".*\"|invalid hexadecimal data: odd number "
+                  r"|timestamp out of range|percentile value \S+ is not between 0 and 1"
+                  r"|invalid hexadecimal digit: \".*\"|invalid hexadecimal data: odd number "
                   r"of digits|invalid symbol \".*\" found while decoding base64 sequence|invalid base64 end sequence"
                   r"|unexpected \"=\" while decoding base64 sequence|invalid input syntax for type bytea"
                   r"|unrecognized encoding: \".*\"|regexp_\w+\(\) does not support the \"global\" option"
@@ -484,6 +499,82 @@ def interval_div(months: int, days: int, micros: int, factor: float) -> tuple[in
     if not -(2**63) <= t < 2**63:
         raise ValueError("interval out of range")
     return m, dd, t
+
+
+def interval_mul(months: int, days: int, micros: int, factor: float) -> tuple[int, int, int]:
+    """PostgreSQL 15's ``interval * float8`` (``interval_mul``): each part multiplied, months
+    and days truncated (past an int32: "interval out of range"), the fractions of months (as
+    30 days) and of days (as 24 hours) cascaded down, the microseconds rounded.
+
+    >>> interval_mul(1, 0, 0, 0.5), interval_mul(0, 3, 0, 1.5)
+    ((0, 15, 0), (0, 4, 43200000000))
+    >>> interval_mul(0, 40, -3_600_000_000, 0.3)
+    (0, 12, -1080000000)
+    """
+    import math
+
+    result = []
+    for part in (months, days):
+        x = part * factor
+        if math.isnan(x) or not _INT32[0] <= x <= _INT32[1]:
+            raise ValueError("interval out of range")
+        result.append(int(x))
+    m, dd = result
+    month_days = _tsround((months * factor - m) * 30)
+    sec = _tsround((days * factor - dd + month_days - int(month_days)) * 86400)
+    if abs(sec) >= 86400:
+        dd += int(sec / 86400)
+        sec -= int(sec / 86400) * 86400
+    dd += int(month_days)
+    t = micros * factor + sec * 1e6
+    if math.isnan(t) or not -(2.0**63) <= t < 2.0**63:
+        raise ValueError("interval out of range")
+    return m, dd, round(t)
+
+
+def _interval_add(a: tuple[int, int, int], b: tuple[int, int, int], sign: int = 1) -> tuple[int, int, int]:
+    # PostgreSQL's interval_pl (sign 1) and interval_mi (sign -1): part by part, overflow raises
+    m, d, t = (x + sign * y for x, y in zip(a, b))
+    if not -(2**63) <= t < 2**63:
+        raise ValueError("interval out of range")
+    return _int32(m), _int32(d), t
+
+
+def interval_cmp_key(months: int, days: int, micros: int) -> int:
+    """PostgreSQL's order of intervals (``interval_cmp_value``): a month is 30 days, a day
+    24 hours, so ``'1 mon'``, ``'30 days'`` and ``'720:00:00'`` are equal.
+
+    >>> interval_cmp_key(1, 0, 0) == interval_cmp_key(0, 30, 0) == interval_cmp_key(0, 0, 720 * 3_600_000_000)
+    True
+    """
+    return (months * 30 + days) * USECS_PER_DAY + micros
+
+
+def interval_percentile_cont(values: list, fraction: float, descending: bool = False) -> tuple[int, int, int] | None:
+    """PostgreSQL 15's ``percentile_cont(fraction) WITHIN GROUP (ORDER BY x)`` of intervals
+    ``values`` (``(months, days, micros)`` or None, which are left out): the values in
+    PostgreSQL's order (:func:`interval_cmp_key`; ``descending``: ``ORDER BY x DESC``), the rows at the floor and ceiling of
+    ``fraction * (n - 1)`` interpolated by ``interval_lerp`` (``lo + (hi - lo) * p``, with
+    :func:`interval_mul`); None for no rows.
+
+    >>> interval_percentile_cont([(0, 40, -3_600_000_000), (1, 2, 10_800_000_000), (12, 0, 500_000)], 0.3)
+    (1, 6, 71280000000)
+    >>> interval_percentile_cont([None], 2.0) is None
+    True
+    """
+    import math
+
+    rows = sorted((v for v in values if v is not None), key=lambda v: interval_cmp_key(*v), reverse=descending)
+    if not rows:
+        return None
+    if math.isnan(fraction) or not 0 <= fraction <= 1:
+        raise ValueError(f"percentile value {fraction:g} is not between 0 and 1")
+    at = fraction * (len(rows) - 1)
+    first, second = math.floor(at), math.ceil(at)
+    if second == first:
+        return tuple(rows[first])
+    lo, hi = tuple(rows[first]), tuple(rows[second])
+    return _interval_add(interval_mul(*_interval_add(hi, lo, -1), at - first), lo)
 
 
 def date_bin(stride: tuple[int, int, int], source: int, origin: int) -> int:
@@ -1058,6 +1149,18 @@ def _interval_time(iv) -> int:
     return datetime.time(us // 3_600_000_000, us // 60_000_000 % 60, us // 1_000_000 % 60, us % 1_000_000)
 
 
+def _percentile_over_arrow(lists, fractions, descending):
+    # interval_percentile_cont over Arrow: a list of intervals, a fraction and an order per row
+    import pyarrow as pa
+
+    out = []
+    for values, f, desc in zip(lists.to_pylist(), fractions.to_pylist(), descending.to_pylist()):
+        r = None if values is None or f is None else interval_percentile_cont(
+            [None if v is None else (v.months, v.days, v.nanoseconds // 1000) for v in values], f, bool(desc))
+        out.append(None if r is None else pa.MonthDayNano([r[0], r[1], r[2] * 1000]))
+    return pa.array(out, pa.month_day_nano_interval())
+
+
 TO_CHAR = P + "to_char"
 _TO_CHAR_TS, _TO_CHAR_TZ = P + "to_char_ts", P + "to_char_tz"
 DATE_BIN = P + "date_bin"
@@ -1067,9 +1170,23 @@ QUOTE_IDENT, QUOTE_LITERAL = P + "quote_ident", P + "quote_literal"
 _QUOTE_LITERAL_TEXT = P + "quote_literal_text"
 INTERVAL_DIV = P + "interval_div"
 INTERVAL_TIME = P + "interval_time"
+#: PostgreSQL's ``interval * float8`` (:func:`interval_mul`).
+INTERVAL_MUL = P + "interval_mul"
+#: PostgreSQL's ``percentile_cont`` of intervals (:func:`interval_percentile_cont`) over a
+#: list of the group's values and the fraction.
+INTERVAL_PERCENTILE_CONT = P + "interval_percentile_cont"
+#: An interval's months, days and microseconds as PostgreSQL keeps them (DuckDB keeps the
+#: same three parts), and PostgreSQL's interval of three such sums (``interval_pl`` of
+#: every value: each part summed alone, never normalised; past an int32 of months or days
+#: or an int64 of microseconds "interval out of range").
+INTERVAL_PARTS = tuple(P + "interval_" + part for part in ("months", "days", "micros"))
+INTERVAL_OF_SUMS = P + "interval_of_sums"
 #: PostgreSQL's text of an interval (:func:`interval_text`).
 INTERVAL_OUT = P + "interval_out"
 ARRAY_TO_STRING_NULL = P + "array_to_string_null"
+#: PostgreSQL's ``array_cat`` (``||`` of two arrays): a NULL operand left out, NULL when both
+#: are (DuckDB's ``list_concat`` of two NULLs is ``[]``).
+ARRAY_CAT = P + "array_cat"
 ENCODE, DECODE = P + "encode", P + "decode"
 REGEXP_MATCHES, REGEXP_SPLIT = P + "regexp_matches", P + "regexp_split"
 REGEXP_SPLIT_TABLE = P + "regexp_split_table"
@@ -1087,12 +1204,14 @@ _PG_SIZE_PRETTY_INT = P + "pg_size_pretty_int"
 LENGTH = P + "length"
 _ENCODE_BYTES = P + "encode_bytes"
 
-#: Functions that may give NULL for values (to_char of an infinity or with an empty template):
+#: Functions that may give NULL for values (to_char of an infinity or with an empty template,
+#: percentile_cont of no rows):
 #: registered with DuckDB's special NULL handling (a NULL argument still gives NULL).
 NULL_FUNCTIONS = (
     _entry(REGEXP_MATCH, regexp_match, "VARCHAR[]", "VARCHAR", "VARCHAR", "VARCHAR"),
     _entry(_TO_CHAR_TS, _to_char_ts, "VARCHAR", "TIMESTAMP", "VARCHAR"),
     _entry(_TO_CHAR_TZ, _to_char_tz, "VARCHAR", "TIMESTAMPTZ", "VARCHAR"),
+    (INTERVAL_PERCENTILE_CONT, _percentile_over_arrow, ("INTERVAL[]", "DOUBLE", "BOOLEAN"), "INTERVAL"),
 )
 #: (name, function over Arrow, argument types, result type): registered on every colmz
 #: connection (:func:`colmz.sql.run.connect`); a NULL argument gives NULL.
@@ -1105,6 +1224,7 @@ FUNCTIONS = (
     _entry(QUOTE_IDENT, quote_ident, "VARCHAR", "VARCHAR"),
     _entry(_QUOTE_LITERAL_TEXT, quote_literal, "VARCHAR", "VARCHAR"),
     _entry(INTERVAL_DIV, lambda iv, f: interval_div(*iv, f), "INTERVAL", "INTERVAL", "DOUBLE"),
+    _entry(INTERVAL_MUL, lambda iv, f: interval_mul(*iv, f), "INTERVAL", "INTERVAL", "DOUBLE"),
     _entry(INTERVAL_TIME, _interval_time, "TIME", "INTERVAL"),
     _entry(INTERVAL_OUT, lambda iv: interval_text(*iv), "VARCHAR", "INTERVAL"),
     _entry(_ENCODE_BYTES, encode, "VARCHAR", "BLOB", "VARCHAR"),
@@ -1161,7 +1281,6 @@ TYPED_MACROS = (
      + f"(x) AS CAST(error('{_QUOTE_REFUSAL}') AS VARCHAR)",
      f"CREATE OR REPLACE MACRO {QUOTE_LITERAL}(x) AS {_QUOTE_LITERAL_TEXT}(CAST(x AS VARCHAR))"),
 )
-ARRAY_CAT = P + "array_cat"
 _ARRAY_DIMS = P + "array_dims"  # (colmz.sql.translate's number of dimensions of an array)
 _ARRAY_TO_STRING = P + "array_to_string"  # (colmz.sql.transforms' two-argument form)
 _NUMERIC_ELEMENTS = ("array_to_string() of numeric elements is not supported by colmz (PostgreSQL prints "
@@ -1170,13 +1289,24 @@ _NUMERIC_ELEMENTS = ("array_to_string() of numeric elements is not supported by 
 #: does (a boolean as t/f, a double by its shortest digits), a NULL one as ``n``; with a NULL
 #: ``n`` it is the two-argument form (NULL elements left out). ``string_to_array(s, d, n)``:
 #: elements equal to ``n`` are NULL (none when ``n`` is NULL).
+_PART_MONTHS, _PART_DAYS, _PART_MICROS = INTERVAL_PARTS
 MACROS = (
-    # array_cat of two arrays of several dimensions: their sub-arrays of one shape
-    # (PostgreSQL's error; DuckDB's lists of lists may be ragged)
-    f"CREATE OR REPLACE MACRO {ARRAY_CAT}(a, b) AS CASE WHEN {_ARRAY_DIMS}(a) >= 2 AND len(a) > 0 AND len(b) > 0 "
+    f"CREATE OR REPLACE MACRO {_PART_MONTHS}(x) AS datepart('year', x) * 12 + datepart('month', x)",
+    f"CREATE OR REPLACE MACRO {_PART_DAYS}(x) AS datepart('day', x)",
+    f"CREATE OR REPLACE MACRO {_PART_MICROS}(x) AS datepart('hour', x) * 3600000000 + datepart('minute', x) * 60000000 "
+    "+ datepart('microseconds', x)",
+    f"CREATE OR REPLACE MACRO {INTERVAL_OF_SUMS}(m, d, t) AS CASE WHEN m NOT BETWEEN {_INT32[0]} AND {_INT32[1]} "
+    f"OR d NOT BETWEEN {_INT32[0]} AND {_INT32[1]} OR t NOT BETWEEN {-(2**63)} AND {2**63 - 1} "
+    "THEN error('interval out of range') ELSE to_months(CAST(m AS INTEGER)) + to_days(CAST(d AS INTEGER)) "
+    "+ to_microseconds(CAST(t AS BIGINT)) END",
+    # array_cat (and || of arrays): NULL only when both are (DuckDB's list_concat of two NULLs
+    # is []); of two arrays of several dimensions, their sub-arrays of one shape (PostgreSQL's
+    # error; DuckDB's lists of lists may be ragged)
+    f"CREATE OR REPLACE MACRO {ARRAY_CAT}(a, b) AS CASE WHEN a IS NULL AND b IS NULL THEN NULL "
+    f"WHEN {_ARRAY_DIMS}(a) >= 2 AND len(a) > 0 AND len(b) > 0 "
     f"AND NOT list_bool_and([{_ARRAY_LENGTH}(a, d) IS NOT DISTINCT FROM {_ARRAY_LENGTH}(b, d) "
     f"FOR d IN range(2, {_ARRAY_DIMS}(a) + 1)]) THEN error('cannot concatenate incompatible arrays') "
-    "ELSE array_cat(a, b) END",
+    "ELSE list_concat(a, b) END",
     f"CREATE OR REPLACE MACRO {ARRAY_TO_STRING_NULL}(a, d, n) AS CASE WHEN n IS NULL THEN "
     f"{_ARRAY_TO_STRING}(a, d) WHEN typeof(a) = 'BOOLEAN[]' THEN "
     "array_to_string([coalesce(left(CAST(x AS VARCHAR), 1), n) FOR x IN a], d) "

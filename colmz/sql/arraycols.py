@@ -1,0 +1,164 @@
+"""PostgreSQL's ``||`` of arrays where it hangs on a column's type: applied to a translated
+query once the relations it reads (and so which of their columns are arrays) are known.
+
+:func:`colmz.sql.translate.translate` cannot tell an array column from any other, so it
+writes ``a || b`` as the concatenation of their texts (each operand through
+:data:`colmz.sql.translate.ANY_TEXT`, which refuses an array's text by name). The catalog
+knows the relations' column types when it runs a query; :func:`array_column_rules` then
+reads the translated text's tree, resolves its column references as PostgreSQL does
+(:class:`colmz.sql.typing_pass.Resolver`) and makes a ``||`` with an array operand -- a
+column resolved to an array column, ``ARRAY[...]``, a cast to an array type, such a ``||``
+itself -- PostgreSQL 15's array operator (``src/backend/utils/adt/array_userfuncs.c``):
+
+* **array || array** is ``array_cat``: a NULL operand is left out, NULL only when both are
+  (DuckDB's ``||`` of lists is NULL beside a NULL; its ``list_concat`` of two NULLs is
+  ``[]``: :data:`ARRAY_CAT`). A ``NULL`` literal beside an array is an array there
+  (PostgreSQL resolves the unknown to the array's type).
+* **array || element** is ``array_append``, **element || array** ``array_prepend``: a NULL
+  array is an empty one (``NULL::int[] || 1`` is ``{1}``).
+* a string literal beside an array is PostgreSQL's array text of the array's type; colmz
+  cannot read it there (its type is the other operand's): refused by name.
+
+Invariants: only an operand certainly an array makes a ``||`` an array operator (a
+reference the resolver could not resolve is left as translate wrote it, refused when its
+text is asked for); the rewrite is a pure function of the text and the relations' array
+columns, cached; a text the tree cannot read is returned unchanged.
+"""
+
+from __future__ import annotations
+
+import functools
+
+from colmz.sql.build import splice
+from colmz.sql.errors import SQLError, UnsupportedSQL
+from colmz.sql.pgfuncs import ARRAY_CAT
+from colmz.sql.transforms import all_queries
+from colmz.sql.translate import ANY_TEXT
+from colmz.sql.tree import Expression, parse_tree
+from colmz.sql.typing_pass import Resolver, query_expressions
+
+__all__ = ["Relations", "array_column_rules", "array_kind"]
+
+#: Relations as the caller names them: each relation's name in the text (lower case) with its
+#: every column's ``(name, kind)``, kind ``"array"`` for an array column (else None).
+Relations = tuple[tuple[str, tuple[tuple[str, str | None], ...]], ...]
+
+_STRING_BESIDE_ARRAY = ("|| of an array and a string literal is not supported by colmz (PostgreSQL reads the "
+                        "string as an array of the other operand's type): write ARRAY[...] or a cast")
+
+
+def array_kind(t) -> str | None:
+    """The kind :func:`array_column_rules` takes for a column of Arrow type ``t``.
+
+    >>> import pyarrow as pa
+    >>> array_kind(pa.list_(pa.int32())), array_kind(pa.string())
+    ('array', None)
+    """
+    import pyarrow as pa
+
+    return "array" if pa.types.is_list(t) or pa.types.is_large_list(t) else None
+
+
+def array_column_rules(text: str, relations: Relations) -> str:
+    """``text`` (a translated, bound query) with ``||`` of its relations' array columns made
+    PostgreSQL's array operators (module docstring).
+
+    >>> rels = (("t", (("a", "array"), ("k", None))),)
+    >>> array_column_rules("SELECT __colmz_text(a) || __colmz_text(k) FROM t", rels)
+    'SELECT list_append(a, k) FROM t'
+    >>> array_column_rules("SELECT __colmz_text(a) || NULL FROM t", rels)
+    'SELECT __colmz_array_cat(a, NULL) FROM t'
+    """
+    if "||" not in text or not any(k == "array" for _, cols in relations for _, k in cols):
+        return text
+    return _rewrite(text, relations)
+
+
+@functools.lru_cache(maxsize=512)
+def _rewrite(text: str, relations: Relations) -> str:
+    try:
+        queries = parse_tree(text)
+    except SQLError:  # (not a query the tree reads: translate's or DuckDB's to refuse)
+        return text
+    resolver = Resolver(text, {name: dict(cols) for name, cols in relations}, {}, check_names=False)
+    for q in queries:
+        resolver.query(q, [], {})
+    rules = _Rules(text, resolver.out)
+    for q in queries:
+        for d in all_queries(q):
+            for root in query_expressions(d):
+                rules.find(root)
+    edits, end = [], -1
+    for a, b, new in sorted(rules.edits, key=lambda x: (x[0], -x[1])):
+        if a >= end:  # (one inside another's span: a subquery's, left as it was)
+            edits.append((a, b, new))
+            end = b
+    return splice(text, edits)
+
+
+class _Rules:
+    # the rule over the nodes of one text, ``resolved`` the kinds of its resolved references
+    def __init__(self, text: str, resolved: dict[tuple[int, int], str]) -> None:
+        self.text = text
+        self.resolved = resolved
+        self.edits: list[tuple[int, int, str]] = []
+
+    def array(self, e: Expression) -> bool:
+        # whether ``e`` (an operand, translate's text wrapper taken off) is certainly an array
+        e = _unwrapped(e)
+        if e.cls == "COLUMN_REF":
+            return self.resolved.get((e.start, e.end)) == "array"
+        if e.cls == "OPERATOR" and e.type == "ARRAY_CONSTRUCTOR":
+            return True
+        if e.cls == "CAST" and len(e.children) == 2 and e.children[1].start >= 0:
+            return self.text[e.children[1].start : e.children[1].end].rstrip().endswith("]")
+        return self.concat(e) and any(self.array(k) for k in e.children)
+
+    @staticmethod
+    def concat(e: Expression) -> bool:
+        return e.cls == "FUNCTION" and e.name == ("||",) and len(e.children) == 2
+
+    def find(self, e: Expression) -> None:
+        new = self.rule(e)
+        if new is not None:
+            self.edits.append((e.start, e.end, new))
+            return
+        for k in e.children:
+            if k.subquery is None and k.start >= 0:
+                self.find(k)
+
+    def render(self, e: Expression) -> str:
+        # ``e``'s text with translate's text wrapper taken off and the rule applied below it
+        e = _unwrapped(e)
+        new = self.rule(e)
+        if new is not None:
+            return new
+        edits = []
+        for k in e.children:
+            if k.subquery is None and k.start >= 0:
+                t = self.render(k) if self.concat(e) else self.text[k.start : k.end]
+                if t != self.text[k.start : k.end]:
+                    edits.append((k.start, k.end, t))
+        return splice(self.text, sorted(edits), e.start, e.end)
+
+    def rule(self, e: Expression) -> str | None:
+        if not self.concat(e):
+            return None
+        left, right = e.children
+        la, ra = self.array(left), self.array(right)
+        if not (la or ra):
+            return None
+        other = _unwrapped(right if la else left)
+        if not (la and ra) and other.literal is not None and other.literal.kind == "STRING":
+            raise UnsupportedSQL(_STRING_BESIDE_ARRAY)
+        lt, rt = self.render(left), self.render(right)
+        if (la and ra) or (other.literal is not None and other.literal.kind == "NULL_LITERAL"):
+            return f"{ARRAY_CAT}({lt}, {rt})"
+        return f"list_append({lt}, {rt})" if la else f"list_prepend({lt}, {rt})"
+
+
+def _unwrapped(e: Expression) -> Expression:
+    # translate's text of an operand of || (ANY_TEXT(x)) taken off
+    while e.cls == "FUNCTION" and e.name == (ANY_TEXT,) and len(e.children) == 1:
+        e = e.children[0]
+    return e
