@@ -216,12 +216,6 @@ class Call:
         self.window = node.cls == "WINDOW"
         self.table, self.inside, self.numeric_names = table, inside, numeric_names
 
-    def reads_numeric(self, node: Expression) -> bool:
-        """Whether ``node`` reads a column of :attr:`numeric_names` (by its name)."""
-        names = self.numeric_names()
-        return bool(names) and any(
-            n.cls == "COLUMN_REF" and n.name and n.name[-1].lower() in names for n in node.walk())
-
     @property
     def arguments(self) -> tuple[Expression, ...]:
         # The tree lists a call's FILTER condition and ORDER BY keys before its arguments

@@ -447,7 +447,7 @@ _NUMERIC_TEXT_REFUSAL = (
     "PostgreSQL prints its numeric digits and scale; cast it to float8 or round(x, n) first')")
 
 
-def numeric_source(e: Expression, text: str) -> bool:
+def numeric_source(e: Expression, text: str, names: frozenset[str] = frozenset()) -> bool:
     """Whether a value of ``e``, a node of the tree of ``text``, may be one PostgreSQL types
     numeric while DuckDB computes it as a DOUBLE: a decimal literal, a division, a cast of a
     non-literal to numeric, a call of ``avg``, ``sqrt``, ``extract``, ... or of
@@ -455,7 +455,8 @@ def numeric_source(e: Expression, text: str) -> bool:
     node the typing pass (:class:`colmz.sql.typing_pass.Typer`) types otherwise than an
     exact number, nor under arithmetic with such an operand (PostgreSQL's float48 and
     float8 operators make a number with a float a double; an interval divided stays an
-    interval); a scalar subquery's value is its select item's.
+    interval); a scalar subquery's value is its select item's. ``names``: column names (lower
+    case) whose values may be such numerics (FROM subqueries' and CTEs' items).
 
     >>> from colmz.sql.tree import parse_tree
     >>> qs = ("age / 2", "avg(age)", "(age::float8 + 1) / 2", "age + 1", "1::real / 3.0", "(a / 2)::int")
@@ -477,7 +478,8 @@ def numeric_source(e: Expression, text: str) -> bool:
         name = n.name[0].lower() if n.cls == "FUNCTION" and len(n.name) == 1 else ""
         if (n.cls == "CONSTANT" and n.literal is not None and n.literal.kind == "NUMERIC") or name == "/" \
                 or name in _NUMERIC_CALLS or name in ("round", "trunc") and len(n.children) == 2 \
-                or name == "date_part" and text[n.start : n.start + 7].lower() == "extract":
+                or name == "date_part" and text[n.start : n.start + 7].lower() == "extract" \
+                or n.cls == "COLUMN_REF" and n.name and n.name[-1].lower() in names:
             return True
         if n.cls == "SUBQUERY" and n.subquery is not None and not n.children and text.startswith("(", n.start):
             stack.extend(x for b in branch_items(n.subquery) or () for x in b)
@@ -629,9 +631,9 @@ def cast_rewrite(c: Call, x: Expression, target: str) -> str | None:
     (``TEXT``, ``BOOLEAN``, ``INT8``, ...) with PostgreSQL's meaning, or None where DuckDB's
     own cast already gives PostgreSQL's answer (decided from the operand's tokens: a
     literal, or a final cast to a type whose text DuckDB prints as PostgreSQL does). A
-    value that may be a numeric computed as a double (:func:`numeric_source`, or a
-    subquery's column :meth:`colmz.sql.transforms.Call.reads_numeric`) is refused as text
-    when it runs as a double."""
+    value that may be a numeric computed as a double (:func:`numeric_source`, a subquery's
+    column of :attr:`colmz.sql.transforms.Call.numeric_names` too) is refused as text when
+    it runs as a double."""
     operand = c.text_of(x)
     toks = tokenize(operand)
     if _plain_number(toks) or (len(toks) == 1 and toks[0].upper == "NULL"):
@@ -661,7 +663,7 @@ def cast_rewrite(c: Call, x: Expression, target: str) -> str | None:
     if any(t.text.lower() == NUMERIC_IN for t in toks):
         # a numeric read from text: colmz's scale for it may be wider than PostgreSQL's
         operand = f"{NUMERIC_IN_GUARD}({operand})"
-    return _double_text(operand, numeric=c.reads_numeric(x) or numeric_source(x, c.text),
+    return _double_text(operand, numeric=numeric_source(x, c.text, c.numeric_names()),
                         mean_of=_mean_argument(c, x))
 
 
