@@ -2230,4 +2230,13 @@ QUERIES = [
     ('hunt2_concat_jsonb_arrow', "SELECT body || (body -> 'tags') AS a FROM docs ORDER BY id"),
     ('hunt2_concat_jsonb_choices', 'SELECT (\'{"a": 1}\'::jsonb || \'{"b": 1}\'::jsonb) || CASE WHEN true THEN \'{"c": 1}\'::jsonb END AS a, (\'[1]\'::jsonb || \'[2]\'::jsonb) || coalesce(\'null\'::jsonb, \'{}\'::jsonb) AS b'),
     ('hunt2_arrow_concat_arrow', "SELECT body -> 'a' || body -> 'a' AS a FROM docs"),
+    # a cast to an integer type fixes DuckDB's type: a division under it makes no numeric text of
+    # the arithmetic around it (PostgreSQL: an integer with a double is a double)
+    ('tguess_int_cast_plus_double_text', 'SELECT id, ((age / 2)::int + score)::text AS t FROM people ORDER BY id'),
+    ('tguess_bigint_cast_times_double_concat', "SELECT id, 'x' || ((age * 10 / 3)::bigint * score) AS t FROM people ORDER BY id"),
+    ('tguess_numeric_div_int_times_double', 'SELECT id, (score * (age::numeric / 3)::int)::text AS t FROM people ORDER BY id'),
+    ('tguess_smallint_cast_concat_call', "SELECT id, concat((age / 2)::smallint - score, '') AS t FROM people ORDER BY id"),
+    ('tguess_int_cast_plus_float8_literal', 'SELECT id, ((age / 2)::int + 0.5::float8)::text AS t FROM people ORDER BY id'),
+    ('tguess_subquery_int_cast_column', 'SELECT id, (h + score)::text AS t FROM (SELECT id, score, (age / 2)::int AS h FROM people) s ORDER BY id'),
+    ('tguess_cte_int_cast_column', 'WITH c AS (SELECT k, f, (k * 10 / 3)::bigint AS h FROM reals) SELECT k, (f - h)::text AS t FROM c ORDER BY k'),
 ]

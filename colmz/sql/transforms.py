@@ -218,12 +218,6 @@ class Call:
         self.window = node.cls == "WINDOW"
         self.table, self.inside, self.numeric_names = table, inside, numeric_names
 
-    def reads_numeric(self, node: Expression) -> bool:
-        """Whether ``node`` reads a column of :attr:`numeric_names` (by its name)."""
-        names = self.numeric_names()
-        return bool(names) and any(
-            n.cls == "COLUMN_REF" and n.name and n.name[-1].lower() in names for n in node.walk())
-
     @property
     def arguments(self) -> tuple[Expression, ...]:
         # The tree lists a call's FILTER condition and ORDER BY keys before its arguments
@@ -1407,7 +1401,7 @@ def _cast(c: Call) -> str | None:
     from colmz.sql.translate import cast_rewrite  # translate imports this module
 
     x, t = c.node.children
-    return cast_rewrite(c.text_of(x), _type_text(t, c.text).upper(), c.reads_numeric(x))
+    return cast_rewrite(c, x, _type_text(t, c.text).upper())
 
 
 #: Type names DuckDB spells otherwise: colmz stores jsonb as JSON text and Materialize's
@@ -1686,7 +1680,7 @@ def _text_operands(c: Call, kids, output: bool = False) -> str | None:
         toks = tokenize(c.text[k.start : k.end])
         if any(t.upper == "ARRAY" or (t.text == "[" and n.text == "]") for t, n in zip(toks, toks[1:])):
             return None
-        new = cast_rewrite(c.text_of(k), "TEXT", c.reads_numeric(k))
+        new = cast_rewrite(c, k, "TEXT")
         if output:  # (typeof is folded when DuckDB binds the query: one branch is left)
             x = c.text_of(k)
             new = (f"(CASE WHEN typeof({x}) = 'BOOLEAN' THEN left(CAST({x} AS VARCHAR), 1) "
@@ -2965,6 +2959,6 @@ def _numeric_names(stmts, text: str) -> frozenset[str]:
             s, renames = subs.pop()
             subs.extend((b, renames) for b in s.children)  # a set operation's branches
             for i, e in enumerate(s.items):
-                if e.start >= 0 and numeric_source(tokenize(text[e.start:e.end])):
+                if e.start >= 0 and numeric_source(e, text):
                     out.add(item_name(e, i, renames))
     return frozenset(n.lower() for n in out if n)

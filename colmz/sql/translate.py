@@ -52,7 +52,6 @@ from colmz.sql.numeric import (
 )
 from colmz.sql.pgfuncs import INTERVAL_OUT
 from colmz.sql.tokens import (
-    bracket_pairs,
     check_nesting,
     closing,
     cte_definitions,
@@ -66,17 +65,19 @@ from colmz.sql.transforms import (
     AVG_OF_INTERVAL,
     CHECKED_MATH,
     NOT_INTERVAL,
-    REAL_WIDEN,
     TYPE_SPELLINGS,
+    Call,
     Relations,
     all_queries,
     apply_transforms,
     first_branch,
+    is_arith,
     table_refs,
     type_words,
     values_rows,
 )
-from colmz.sql.tree import Query, parse_tree
+from colmz.sql.tree import Expression, Query, parse_tree
+from colmz.sql.typing_pass import Typer, branch_items
 
 __all__ = [
     "FUNCTIONS",
@@ -434,85 +435,65 @@ def _float_digits(d: str, exponent_from: int) -> str:
 
 
 #: Calls whose DuckDB result is a double where PostgreSQL's is numeric for integer or
-#: numeric arguments (avg, the deviations and variances, numeric math, extract).
-_AGGREGATE_MEANS = {"AVG", "STDDEV", "STDDEV_SAMP", "STDDEV_POP", "VARIANCE", "VAR_SAMP", "VAR_POP"}
-_NUMERIC_CALLS = _AGGREGATE_MEANS | {"SQRT", "CBRT", "LN", "LOG", "LOG10", "EXP", "POWER", "POW", "EXTRACT"}
-_FLOAT_WORDS = type_words("double precision", "real", upper=True)
+#: numeric arguments (avg, the deviations and variances, numeric math; extract, which the
+#: tree reads as ``date_part``: PostgreSQL's ``date_part`` is a double, its ``extract`` a
+#: numeric).
+_AGGREGATE_MEANS = frozenset({"avg", "stddev", "stddev_samp", "stddev_pop", "variance", "var_samp", "var_pop"})
+_NUMERIC_CALLS = _AGGREGATE_MEANS | {"sqrt", "cbrt", "ln", "log", "log10", "exp", "power", "pow"}
+_NUMERIC_WORDS = type_words("numeric")
 _NUMERIC_TEXT_REFUSAL = (
     "error('the text of a numeric value colmz computes as a double (a division, avg, a "
     "numeric function or a cast of a double to numeric) is not supported by colmz: "
     "PostgreSQL prints its numeric digits and scale; cast it to float8 or round(x, n) first')")
 
 
-def numeric_source(toks) -> bool:
-    """Whether a value of the expression of tokens ``toks`` may be one PostgreSQL types
-    numeric while DuckDB computes it as a DOUBLE: a decimal literal not cast to a float
-    type, a cast of a non-literal to numeric, a division, or a call of ``avg``, ``sqrt``, ...
+def numeric_source(e: Expression, text: str, names: frozenset[str] = frozenset()) -> bool:
+    """Whether a value of ``e``, a node of the tree of ``text``, may be one PostgreSQL types
+    numeric while DuckDB computes it as a DOUBLE: a decimal literal, a division, a cast of a
+    non-literal to numeric, a call of ``avg``, ``sqrt``, ``extract``, ... or of
+    ``round(x, n)`` (numeric's only) -- but not under a cast to another type, nor under a
+    node the typing pass (:class:`colmz.sql.typing_pass.Typer`) types otherwise than an
+    exact number, nor under arithmetic with such an operand (PostgreSQL's float48 and
+    float8 operators make a number with a float a double; an interval divided stays an
+    interval); a scalar subquery's value is its select item's. ``names``: column names (lower
+    case) whose values may be such numerics (FROM subqueries' and CTEs' items).
 
-    >>> [numeric_source(tokenize(x)) for x in ("age / 2", "avg(age)", "age::float8 / 2", "age + 1")]
-    [True, True, False, False]
+    >>> from colmz.sql.tree import parse_tree
+    >>> qs = ("age / 2", "avg(age)", "(age::float8 + 1) / 2", "age + 1", "1::real / 3.0", "(a / 2)::int")
+    >>> [numeric_source(parse_tree("SELECT " + q)[0].items[0], "SELECT " + q) for q in qs]
+    [True, True, False, False, False, False]
     """
-    n = len(toks)
-    for j, t in enumerate(toks):
-        if t.kind == "number" and ("." in t.text or "e" in t.text.lower()):
-            if not (j + 2 < n and toks[j + 1].text == "::" and toks[j + 2].upper in _FLOAT_WORDS) \
-                    and not _real_widened_operand(toks, j):
-                return True
-        elif t.kind == "op" and t.text == "/":
-            # x::float8 / y and x / 2::float8 divide doubles in PostgreSQL too
-            after = toks[j + 1 : j + 4]
-            if not ((j > 0 and toks[j - 1].upper in _FLOAT_WORDS | {"PRECISION"}) or (
-                    len(after) == 3 and after[0].kind in ("number", "word") and after[1].text == "::"
-                    and after[2].upper in _FLOAT_WORDS) or _real_widened_division(toks, j)):
-                return True
-        elif t.kind == "word" and t.upper in _NUMERIC_CALLS and j + 1 < n and toks[j + 1].text == "(":
+    typer, stack = Typer(text, {}, {}), [e]
+    while stack:
+        n = stack.pop()
+        if n.cls == "CAST" and len(n.children) == 2:
+            x, t = n.children
+            if x.literal is None and " ".join(text[t.start : t.end].lower().split()) in _NUMERIC_WORDS:
+                return True  # (translate's x + NUMERIC_CAST keeps a double a double)
+            continue
+        if typer.kind(n, pg=True) not in (None, "exact") or is_arith(n) and any(
+                typer.kind(k, pg=True) not in (None, "exact") or k.cls == "CAST" and k.children[-1].start < 0
+                for k in n.children):
+            continue  # (PostgreSQL's value is a float, or not a number: INTERVAL '1 day' / 2)
+        name = n.name[0].lower() if n.cls == "FUNCTION" and len(n.name) == 1 else ""
+        if (n.cls == "CONSTANT" and n.literal is not None and n.literal.kind == "NUMERIC") or name == "/" \
+                or name in _NUMERIC_CALLS or name in ("round", "trunc") and len(n.children) == 2 \
+                or name == "date_part" and text[n.start : n.start + 7].lower() == "extract" \
+                or n.cls == "COLUMN_REF" and n.name and n.name[-1].lower() in names:
             return True
-        elif t.kind == "number" and t.text == "0" and j >= 3 and toks[j - 2].upper == "CAST" \
-                and j + 2 < n and toks[j + 2].upper == "DECIMAL":
-            return True  # a cast of a non-literal to numeric (NUMERIC_CAST)
+        if n.cls == "SUBQUERY" and n.subquery is not None and not n.children and text.startswith("(", n.start):
+            stack.extend(x for b in branch_items(n.subquery) or () for x in b)
+        stack.extend(n.children)
     return False
 
 
-def _real_widened_operand(toks, j: int) -> bool:
-    # Whether the number at ``toks[j]`` is a real's exact operand as the transforms write it,
-    # ``(REAL_WIDEN(x, 3.0)) / (3.0)``: PostgreSQL's float48 operators give a double there
-    # (``(1::real / 3.0)::text`` is 0.3333333333333333), not a numeric.
-    n = len(toks)
-    if not (0 < j < n - 1):
-        return False
-    if toks[j - 1].text == "," and toks[j + 1].text == ")":  # REAL_WIDEN's second argument
-        i = bracket_pairs(toks)[j + 1]
-        return i > 0 and toks[i - 1].text.lower() == REAL_WIDEN
-    if toks[j - 1].text == "(" and toks[j + 1].text == ")":  # the operand beside (REAL_WIDEN(...))
-        ops = [k for k in (j - 2, j + 2) if 0 <= k < n and toks[k].kind == "op" and toks[k].text in "+-*/"]
-        return any(_real_widened_division(toks, k) for k in ops)
-    return False
-
-
-def _real_widened_division(toks, j: int) -> bool:
-    # Whether an operand of the ``/`` at ``toks[j]`` is ``(REAL_WIDEN(...))`` (the
-    # transforms' form of a real beside an integer or numeric): PostgreSQL's float48div, a
-    # double, not a numeric (``(1::real / 3)::text`` is 0.3333333333333333).
-    n = len(toks)
-    if j + 2 < n and toks[j + 1].text == "(" and toks[j + 2].text.lower() == REAL_WIDEN:
-        return True
-    if j < 2 or toks[j - 1].text != ")":
-        return False
-    i = bracket_pairs(toks)[j - 1]  # the "(" the ")" before the "/" closes
-    return i >= 0 and toks[i + 1].text.lower() == REAL_WIDEN
-
-
-def _mean_argument(operand: str, toks) -> str | None:
-    # The argument of ``avg(x)`` (or a deviation or variance) when that call is the whole
-    # operand: PostgreSQL's result is a double exactly when the argument is.
-    if (len(toks) >= 4 and toks[0].upper in _AGGREGATE_MEANS and toks[1].text == "("
-            and _closing(toks, 1) == len(toks) - 1):
-        arg = operand[toks[1].end : toks[-1].start].strip()
-        at = tokenize(arg)
-        if at and at[0].upper in ("DISTINCT", "ALL"):
-            arg = arg[at[0].end :].strip()
-        if "ORDER" not in arg.upper() and not numeric_source(tokenize(arg)):
-            return arg
+def _mean_argument(c: Call, x: Expression) -> str | None:
+    # The text of the argument of ``avg(arg)`` (or a deviation or variance) when that call
+    # is ``x``: PostgreSQL's result is a double exactly when the argument is.
+    if x.cls == "FUNCTION" and len(x.name) == 1 and x.name[0].lower() in _AGGREGATE_MEANS \
+            and len(x.children) == 1 and not x.order_by and x.filter is None \
+            and not numeric_source(x.children[0], c.text):
+        return c.text_of(x.children[0])
     return None
 
 
@@ -645,12 +626,15 @@ _KEPT_TEXT_TYPES = type_words("integer", "bigint", "smallint", "text", "boolean"
     "DATE", "TIMESTAMP", "TIMESTAMPTZ", "INTERVAL", "UUID", "BYTEA", "JSON", "JSONB"}
 
 
-def cast_rewrite(operand: str, target: str, numeric: bool = False) -> str | None:
-    """The DuckDB text of ``operand`` cast to ``target`` (``TEXT``, ``BOOLEAN``, ``INT8``, ...)
-    with PostgreSQL's meaning, or None where DuckDB's own cast already gives PostgreSQL's
-    answer (decided from the operand's tokens: a literal, or a final cast to a type whose
-    text DuckDB prints as PostgreSQL does). ``numeric``: the operand reads a value that may
-    be a numeric computed as a double though its tokens do not show it (a subquery's column)."""
+def cast_rewrite(c: Call, x: Expression, target: str) -> str | None:
+    """The DuckDB text of node ``x`` (under ``c``'s, as its rules write it) cast to ``target``
+    (``TEXT``, ``BOOLEAN``, ``INT8``, ...) with PostgreSQL's meaning, or None where DuckDB's
+    own cast already gives PostgreSQL's answer (decided from the operand's tokens: a
+    literal, or a final cast to a type whose text DuckDB prints as PostgreSQL does). A
+    value that may be a numeric computed as a double (:func:`numeric_source`, a subquery's
+    column of :attr:`colmz.sql.transforms.Call.numeric_names` too) is refused as text when
+    it runs as a double."""
+    operand = c.text_of(x)
     toks = tokenize(operand)
     if _plain_number(toks) or (len(toks) == 1 and toks[0].upper == "NULL"):
         return None  # DuckDB reads 1.5 as DECIMAL (1e5 as DOUBLE: not plain), NULL as NULL
@@ -679,7 +663,8 @@ def cast_rewrite(operand: str, target: str, numeric: bool = False) -> str | None
     if any(t.text.lower() == NUMERIC_IN for t in toks):
         # a numeric read from text: colmz's scale for it may be wider than PostgreSQL's
         operand = f"{NUMERIC_IN_GUARD}({operand})"
-    return _double_text(operand, numeric=numeric or numeric_source(toks), mean_of=_mean_argument(operand, toks))
+    return _double_text(operand, numeric=numeric_source(x, c.text, c.numeric_names()),
+                        mean_of=_mean_argument(c, x))
 
 
 def _plain_number(toks) -> bool:
