@@ -189,7 +189,9 @@ Scope = list[tuple[str, Columns]]
 class Resolver:
     """The kind of each column reference (by its span) that resolves, as PostgreSQL resolves
     names, to one column of a relation of ``rels`` or of a FROM subquery or CTE typed from
-    them (the module's first invariant); one left out is typed by its name alone."""
+    them (the module's first invariant); one left out is typed by its name alone. ``common``
+    is the common type of a set operation's or VALUES column's values (a subclass typing
+    otherwise gives its own)."""
 
     def __init__(self, text: str, rels: dict[str, dict[str, str | None]], typed: dict[str, str],
                  check_names: bool = True) -> None:
@@ -207,6 +209,9 @@ class Resolver:
         self.items: dict[tuple[int, int], Columns] = {}
         self.rules = Typer(text, self.out, typed)
         self.hidden: dict[str, int] = {}
+
+    def common(self, kinds: set[str | None]) -> str | None:
+        return common_kind(kinds)
 
     def query(self, q: Query, outer: list[Scope], ctes: dict[str, Columns],
               named: bool = True) -> list[tuple[str, str | None]] | None:
@@ -230,7 +235,7 @@ class Resolver:
             if any(b is None or len(b) != len(branches[0]) for b in branches):
                 return None
             # a column of PostgreSQL's common type of its branches' (a real and an integer: a real)
-            return [(name, common_kind({b[i][1] for b in branches}))
+            return [(name, self.common({b[i][1] for b in branches}))
                     for i, (name, _) in enumerate(branches[0])]
         entries: Scope = []
         for t in table_refs(q):
@@ -242,7 +247,7 @@ class Resolver:
                 cols = None if got is None else _renamed(t.column_aliases, got)
             elif t.type == "EXPRESSION_LIST" and t.rows and all(len(r) == len(t.rows[0]) for r in t.rows):
                 # VALUES: a column of one kind in every row has it (PostgreSQL names them column1, ...)
-                cols = {f"column{i + 1}": common_kind({self.rules.kind(r[i]) for r in t.rows})
+                cols = {f"column{i + 1}": self.common({self.rules.kind(r[i]) for r in t.rows})
                         for i in range(len(t.rows[0]))}
             elif t.type == "BASE_TABLE" and t.name:
                 name = t.name[-1].lower()
