@@ -93,8 +93,11 @@ _TEXT_CALLS = frozenset({"upper", "lower", "initcap", "btrim", "trim", "ltrim", 
                          "replace", "left", "right", "lpad", "rpad", "md5", "repeat", "reverse", "split_part",
                          "to_char", "string_agg", "regexp_replace", "concat", "concat_ws", "chr",
                          ANY_TEXT, CALL_MACROS["upper"], CALL_MACROS["lower"], TO_CHAR, SPLIT_PART})
+_BOOLEAN_OPERATORS = frozenset({"OPERATOR_NOT", "OPERATOR_IS_NULL", "OPERATOR_IS_NOT_NULL", "COMPARE_IN",
+                                "COMPARE_NOT_IN"})
 #: Calls of one result type whatever their arguments' (translate's integer casts of text too).
-_CALL_TYPES = {"count": "bigint", "count_star": "bigint", "length": "integer", "char_length": "integer",
+_CALL_TYPES = {**dict.fromkeys(("~~", "!~~", "~~*", "!~~*", "regexp_matches", "regexp_full_match"), "boolean"),
+               "count": "bigint", "count_star": "bigint", "length": "integer", "char_length": "integer",
                "character_length": "integer", "strpos": "integer", "ascii": "integer", LENGTH: "integer",
                CALL_MACROS["octet_length"]: "integer", **{macro: t for t, macro in INT_MACROS.items()}}
 #: The coarse kinds of :class:`colmz.sql.typing_pass.Typer` that name one type.
@@ -185,9 +188,11 @@ def _rewrite(text: str, relations: Relations) -> str:
     return splice(text, sorted((a, b, new) for (a, b), new in edits.items()))
 
 
-#: A set operation input's columns: each column's type with the bare string literals of
-#: leaves it would coerce (None: the columns are not known).
-_Columns = list[tuple[str | None, tuple[Expression, ...]]] | None
+#: A set operation input's columns: each column's type, the bare string literals of leaves
+#: it would coerce, and whether it is text only as unknown literals resolve (``SELECT 'a'
+#: UNION SELECT 'b'``, ``SELECT DISTINCT NULL``: DuckDB gives such text the type of any
+#: value it meets, PostgreSQL matches it with text only); None: the columns are not known.
+_Columns = list[tuple[str | None, tuple[Expression, ...], bool]] | None
 
 
 def _columns(q: Query, resolver: _Resolver, edits: dict) -> _Columns:
@@ -203,20 +208,28 @@ def _columns(q: Query, resolver: _Resolver, edits: dict) -> _Columns:
         if out is None or right is None or len(out) != len(right):
             # (a column count differing is PostgreSQL's error and DuckDB's)
             for cols in (out, right):
-                _refuse_literals(cols, op)
+                if cols is not None and any(lits or soft for _, lits, soft in cols):
+                    _refuse(op)
             out = None
             continue
         merged = []
-        for (a, lits_a), (b, lits_b) in zip(out, right):
+        for (a, lits_a, soft_a), (b, lits_b, soft_b) in zip(out, right):
             t = common_type(a, b, op)
             lits = lits_a + lits_b
-            if t is None or t == UNKNOWN:
-                if lits and "text" not in (a, b):
-                    _refuse_literals([(None, lits)], op)
-            elif t != "text":
+            if t is None:
+                # an unknown literal, or text only as literals resolve, beside a type not known
+                if lits or soft_a or soft_b:
+                    _refuse(op)
+                merged.append((None, (), False))
+            elif t == "text":
+                # two unknown inputs resolve as text, their literals kept as written
+                both_unknown = a == b == UNKNOWN
+                soft = both_unknown or (soft_a or a == UNKNOWN) and (soft_b or b == UNKNOWN)
+                merged.append(("text", lits if both_unknown else (), soft))
+            else:
                 for lit in lits:
                     edits[(lit.start, lit.end)] = _cast(typer.text[lit.start:lit.end], t)
-            merged.append((t, ()))
+                merged.append((t, (), False))
         out = merged
     return out
 
@@ -229,27 +242,24 @@ def _leaf(q: Query, resolver: _Resolver) -> _Columns:
         return None
     if any(n.cls in ("STAR", "COLUMNS") for e in q.items for n in e.walk()):
         got = resolver.columns.get(id(q))
-        return None if got is None else [("text" if t == UNKNOWN else t, ()) for _, t in got]
+        return None if got is None else [("text" if t == UNKNOWN else t, (), False) for _, t in got]
     typer = resolver.rules
     shaped = bool(q.group_by) or any(m.type in ("DISTINCT_MODIFIER", "ORDER_MODIFIER") for m in q.modifiers)
     out = []
     for e in q.items:
-        if untyped_literal(e):
-            string = e.literal.kind == "STRING"
-            if shaped:
-                out.append(("text", ()) if string else (None, ()))
-            else:
-                out.append((UNKNOWN, (e,) if string else ()))
+        if not untyped_literal(e):
+            out.append((typer.kind(e), (), False))
+        elif shaped:
+            out.append(("text", (), True))
         else:
-            out.append((typer.kind(e), ()))
+            out.append((UNKNOWN, (e,) if e.literal.kind == "STRING" else (), False))
     return out
 
 
-def _refuse_literals(cols: _Columns, op: str) -> None:
-    if cols is not None and any(lits for _, lits in cols):
-        raise UnsupportedSQL(f"a string literal in a {op} branch beside a column of a type colmz does not "
-                             "know is not supported by colmz (PostgreSQL gives the literal that column's "
-                             "type): cast the literal")
+def _refuse(op: str) -> None:
+    raise UnsupportedSQL(f"an untyped literal (a string or NULL) in a {op} branch beside a column of a type colmz "
+                         "does not know is not supported by colmz (PostgreSQL gives the literal that column's type): "
+                         "cast the literal")
 
 
 def _cast(literal: str, type_name: str) -> str:
@@ -301,6 +311,8 @@ class _PgTyper(Typer):
             t = " ".join(written.lower().replace('"', " ").split())
             kind = float_kind(t)
             return _OF_KIND[kind] if kind is not None else _CAST_TYPES.get(_MODIFIERS.sub("", t))
+        if e.cls in ("COMPARISON", "CONJUNCTION", "BETWEEN") or e.cls == "OPERATOR" and e.type in _BOOLEAN_OPERATORS:
+            return "boolean"
         if e.cls == "CASE":
             return self.values(case_results(e))
         if e.cls == "OPERATOR" and e.type == "OPERATOR_COALESCE":
