@@ -50,7 +50,7 @@ from colmz.sql.transforms import (
     float_kind,
     is_arith,
 )
-from colmz.sql.translate import ANY_TEXT, INT_MACROS, translate
+from colmz.sql.translate import ANY_TEXT, FLOAT8_TEXT, INT_MACROS, NUMERIC_TEXT, translate
 from colmz.sql.tree import Expression, Query, parse_tree
 from colmz.sql.typing_pass import (
     SAME_TYPE_CALLS,
@@ -92,7 +92,8 @@ _MODIFIERS = re.compile(r"\s*\(\s*\d+\s*(,\s*\d+\s*)?\)$")
 _TEXT_CALLS = frozenset({"upper", "lower", "initcap", "btrim", "trim", "ltrim", "rtrim", "substr", "substring",
                          "replace", "left", "right", "lpad", "rpad", "md5", "repeat", "reverse", "split_part",
                          "to_char", "string_agg", "regexp_replace", "concat", "concat_ws", "chr",
-                         ANY_TEXT, CALL_MACROS["upper"], CALL_MACROS["lower"], TO_CHAR, SPLIT_PART})
+                         ANY_TEXT, FLOAT8_TEXT, NUMERIC_TEXT, CALL_MACROS["upper"], CALL_MACROS["lower"], TO_CHAR,
+                         SPLIT_PART})
 _BOOLEAN_OPERATORS = frozenset({"OPERATOR_NOT", "OPERATOR_IS_NULL", "OPERATOR_IS_NOT_NULL", "COMPARE_IN",
                                 "COMPARE_NOT_IN"})
 #: Calls of one result type whatever their arguments' (translate's integer casts of text too).
@@ -263,7 +264,12 @@ def _refuse(op: str) -> None:
 
 
 def _cast(literal: str, type_name: str) -> str:
-    # the literal cast to the type, as translate writes the cast (its checks and errors)
+    # the literal cast to the type, as translate writes the cast (its checks and errors); an
+    # infinite date or timestamp is refused (DuckDB also reads 'inf', PostgreSQL does not, and
+    # colmz's dates hold no infinity)
+    if type_name in _RANK and _RANK[type_name][0] == 1 and "inf" in literal.lower():
+        raise UnsupportedSQL(f"the {type_name} text {literal} is not supported by colmz (an infinite date or "
+                             "timestamp)")
     return translate(f"SELECT {literal}::{_SPELLING.get(type_name, type_name)}")[len("SELECT "):]
 
 

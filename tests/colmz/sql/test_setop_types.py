@@ -188,9 +188,10 @@ def _from(e: str) -> str:
 
 @st.composite
 def setop_queries(draw) -> str:
-    typ = draw(st.sampled_from(sorted(TYPED)))
-    typed = draw(st.sampled_from(TYPED[typ]))
-    branches = [f"SELECT {typed}{_from(typed)}"] + [f"SELECT {lit}" for lit in draw(
+    # one or two typed values (of one type or two: PostgreSQL matches some pairs, raises for others)
+    typed = [draw(st.sampled_from(TYPED[t])) for t in draw(st.lists(st.sampled_from(sorted(TYPED)), min_size=1,
+                                                                      max_size=2))]
+    branches = [f"SELECT {e}{_from(e)}" for e in typed] + [f"SELECT {lit}" for lit in draw(
         st.lists(st.sampled_from(LITERALS), min_size=1, max_size=3))]
     order = draw(st.permutations(branches))
     sql = order[0]
