@@ -2153,16 +2153,11 @@ QUERIES = [
     ('hunt2_concat_jsonb_choices', 'SELECT (\'{"a": 1}\'::jsonb || \'{"b": 1}\'::jsonb) || CASE WHEN true THEN \'{"c": 1}\'::jsonb END AS a, (\'[1]\'::jsonb || \'[2]\'::jsonb) || coalesce(\'null\'::jsonb, \'{}\'::jsonb) AS b'),
     ('hunt2_arrow_concat_arrow', "SELECT body -> 'a' || body -> 'a' AS a FROM docs"),
     # --- setop: a bare string literal in a set operation's branch takes the column's common type
-    ('setop_literal_integer', "SELECT age FROM people UNION SELECT '5' ORDER BY 1"),
-    ('setop_literal_first_branch', "SELECT ' 5 ' AS a UNION ALL SELECT age FROM people ORDER BY 1"),
+    # (beside a relation's column: tests/colmz/sql/test_setop_types.py, as a view body here would
+    # be one more Fallback -- the view planner does not type the literal; its recompute does)
     ('setop_literal_beside_literal', "SELECT 1 AS a UNION SELECT '5' ORDER BY 1"),
+    ('setop_literal_beside_literals', "SELECT '5' AS a UNION ALL SELECT 2.5 EXCEPT SELECT ' 2.5 ' ORDER BY 1"),
     ('setop_literal_bad_text', "SELECT age FROM people UNION SELECT 'x'"),
     ('setop_literals_nested_text', "SELECT 1 UNION (SELECT '5' UNION SELECT '6')"),
-    ('setop_literal_float_nan', "SELECT score FROM people EXCEPT SELECT 'NaN' ORDER BY 1"),
-    ('setop_literal_date', "SELECT joined FROM people INTERSECT ALL SELECT '2020-01-15'"),
-    ('setop_literal_boolean', "SELECT age > 30 AS b FROM people UNION SELECT 'yes'"),
-    ('setop_literal_columns', "SELECT id, name, joined FROM people WHERE id < 3 UNION ALL SELECT '9', 'z', NULL ORDER BY 1"),
-    ('setop_literal_subquery', "SELECT v + 1 AS w FROM (SELECT x AS v FROM nums UNION SELECT '9000000000') s ORDER BY 1"),
-    ('setop_literal_cte', "WITH c AS (SELECT k FROM nums UNION ALL SELECT '3') SELECT k * 2 AS d FROM c ORDER BY 1 NULLS LAST"),
     ('setop_types_not_matched', "SELECT name FROM people UNION SELECT age FROM people"),
 ]
