@@ -130,7 +130,7 @@ class Queries:
         self._check_qualified(translated)
         # PostgreSQL's type of a bare string literal in a set operation's branch: the common
         # type of its column (SELECT age ... UNION SELECT '5' is an integer column)
-        text = setop_literal_rules(text, self._types_of(bound))
+        text = setop_literal_rules(text, lambda: self._types_of(bound))
         # PostgreSQL's float rules that hang on a column's type (a real with an integer is a
         # double, float overflow, NaN / 0): the columns' types are known here
         text = float_column_rules(text, frozenset((c.name.lower(), column_kind(c.type))

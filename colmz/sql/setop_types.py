@@ -38,6 +38,7 @@ from __future__ import annotations
 
 import functools
 import re
+from collections.abc import Callable
 
 from colmz.sql.build import splice
 from colmz.sql.errors import SQLError, UnsupportedSQL
@@ -151,10 +152,11 @@ def _common_of(types) -> str | None:
     return out
 
 
-def setop_literal_rules(text: str, relations: Relations = ()) -> str:
+def setop_literal_rules(text: str, relations: Relations | Callable[[], Relations] = ()) -> str:
     """``text`` (a translated, bound query) with each bare string literal of a set operation's
     branch cast to its column's type as PostgreSQL resolves it, given the relations it reads
-    (module docstring).
+    (module docstring); ``relations`` may be a function giving them, called only for a text
+    holding a set operation.
 
     >>> rels = (("people", (("age", "integer"), ("name", "text"))),)
     >>> setop_literal_rules("SELECT age FROM people UNION SELECT '5'", rels)
@@ -168,7 +170,7 @@ def setop_literal_rules(text: str, relations: Relations = ()) -> str:
     """
     if _SETOP.search(text) is None:
         return text
-    return _rewrite(text, relations)
+    return _rewrite(text, relations() if callable(relations) else relations)
 
 
 @functools.lru_cache(maxsize=512)
