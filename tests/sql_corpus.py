@@ -2239,4 +2239,12 @@ QUERIES = [
     ('tguess_int_cast_plus_float8_literal', 'SELECT id, ((age / 2)::int + 0.5::float8)::text AS t FROM people ORDER BY id'),
     ('tguess_subquery_int_cast_column', 'SELECT id, (h + score)::text AS t FROM (SELECT id, score, (age / 2)::int AS h FROM people) s ORDER BY id'),
     ('tguess_cte_int_cast_column', 'WITH c AS (SELECT k, f, (k * 10 / 3)::bigint AS h FROM reals) SELECT k, (f - h)::text AS t FROM c ORDER BY k'),
+    # --- setop: a bare string literal in a set operation's branch takes the column's common type
+    # (beside a relation's column: tests/colmz/sql/test_setop_types.py, as a view body here would
+    # be one more Fallback -- the view planner does not type the literal; its recompute does)
+    ('setop_literal_beside_literal', "SELECT 1 AS a UNION SELECT '5' ORDER BY 1"),
+    ('setop_literal_beside_literals', "SELECT '5' AS a UNION ALL SELECT 2.5 EXCEPT SELECT ' 2.5 ' ORDER BY 1"),
+    ('setop_literal_bad_text', "SELECT age FROM people UNION SELECT 'x'"),
+    ('setop_literals_nested_text', "SELECT 1 UNION (SELECT '5' UNION SELECT '6')"),
+    ('setop_types_not_matched', "SELECT name FROM people UNION SELECT age FROM people"),
 ]

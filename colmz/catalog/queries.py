@@ -54,6 +54,7 @@ from colmz.sql.floatcols import column_kind, float_column_rules
 from colmz.sql.intervalcols import interval_column_rules, interval_kind
 from colmz.sql.jsonbcols import jsonb_column_rules
 from colmz.sql.pushdown import push_filters
+from colmz.sql.setop_types import KNOWN_TYPES, setop_literal_rules
 from colmz.sql.translate import referenced_names
 from colmz.updates import Updates
 
@@ -129,6 +130,9 @@ class Queries:
         catalog's queries, ``SUBSCRIBE``) runs this text."""
         text, bound = bind_relations(translated, frozenset(self._objects))
         self._check_qualified(translated)
+        # PostgreSQL's type of a bare string literal in a set operation's branch: the common
+        # type of its column (SELECT age ... UNION SELECT '5' is an integer column)
+        text = setop_literal_rules(text, lambda: self._types_of(bound))
         # PostgreSQL's float rules that hang on a column's type (a real with an integer is a
         # double, float overflow, NaN / 0): the columns' types are known here
         text = float_column_rules(text, frozenset((c.name.lower(), column_kind(c.type))
@@ -168,6 +172,18 @@ class Queries:
         finally:
             for n in registered:
                 self._con.unregister(n)
+
+    def _types_of(self, bound) -> tuple:
+        # each bound relation's name in the text with its columns' PostgreSQL types (a string
+        # column's by its kind; None: a type colmz.sql.setop_types does not name)
+        out = []
+        for i, n in enumerate(bound):
+            schema = self._objects[n].schema
+            types = (pg_type_name(c.type) if k is None else k
+                     for c, k in zip(schema, string_kinds(schema, self.column_kinds(n))))
+            out.append((relation_name(i), tuple((c.name.lower(), t if t in KNOWN_TYPES else None)
+                                                for c, t in zip(schema, types))))
+        return tuple(out)
 
     def _kinds_of(self, bound) -> tuple:
         # each bound relation's name in the text with its columns' (name, kind) pairs (a string

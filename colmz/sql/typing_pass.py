@@ -193,7 +193,9 @@ Scope = list[tuple[str, Columns]]
 class Resolver:
     """The kind of each column reference (by its span) that resolves, as PostgreSQL resolves
     names, to one column of a relation of ``rels`` or of a FROM subquery or CTE typed from
-    them (the module's first invariant); one left out is typed by its name alone."""
+    them (the module's first invariant); one left out is typed by its name alone. ``common``
+    is the common type of a set operation's or VALUES column's values (a subclass typing
+    otherwise gives its own)."""
 
     def __init__(self, text: str, rels: dict[str, dict[str, str | None]], typed: dict[str, str],
                  check_names: bool = True) -> None:

@@ -405,15 +405,16 @@ def queries(draw) -> str:
         return (f"SELECT DISTINCT ON ({on}) {on} AS d, {key}, {named[0]} FROM {table} "
                 f"ORDER BY {on}{desc}, {key}{draw(st.sampled_from(['', ' DESC']))}")
     if shape == "setop":
-        # two projections of one kind joined by a set operation (duplicates and NULLs kept apart).
-        # KNOWN: a bare string literal in one branch beside another type in the other takes that
-        # type in PostgreSQL (SELECT age ... UNION SELECT '5' is integer); DuckDB makes the
-        # column text. Both branches here are of one kind (a text literal only beside text).
+        # two projections of one kind joined by a set operation (duplicates and NULLs kept apart);
+        # either may be a bare string literal instead, which takes the other's type (PostgreSQL:
+        # SELECT age ... UNION SELECT '5' is integer, ... UNION SELECT 'x' raises)
         kind = draw(st.sampled_from(["int", "text", "float", "date", "bool"]))
         other = draw(st.sampled_from(sorted(t for t in TABLES if TABLES[t].get(kind)) or [table]))
-        a, b = draw(expr(kind, cols, 1)), draw(expr(kind, TABLES[other], 1))
+        a, b = f"SELECT {draw(expr(kind, cols, 1))} AS v FROM {table}", f"SELECT {draw(expr(kind, TABLES[other], 1))} FROM {other}"
+        literal = draw(st.sampled_from(["'5'", "' -3 '", "'2.5'", "'NaN'", "'x'", "'yes'", "'2024-02-29'", "NULL"]))
+        a, b = draw(st.sampled_from([(a, b), (f"SELECT {literal} AS v", b), (a, f"SELECT {literal}")]))
         op = draw(st.sampled_from(["UNION", "UNION ALL", "INTERSECT", "INTERSECT ALL", "EXCEPT", "EXCEPT ALL"]))
-        return f"SELECT {a} AS v FROM {table} {op} SELECT {b} FROM {other}"
+        return f"{a} {op} {b}"
     if shape == "limit":
         # LIMIT / OFFSET after an ORDER BY ending with the unique key
         kind = draw(st.sampled_from([k for k in ("int", "text", "float", "date") if cols.get(k)] or ["int"]))

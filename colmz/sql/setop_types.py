@@ -1,0 +1,374 @@
+"""PostgreSQL's type of a set operation's column where a branch holds a bare string literal:
+a rule applied to a translated query once the relations it reads (and so their columns'
+types) are known.
+
+In PostgreSQL a string literal is of type ``unknown`` until its context gives it one. A set
+operation's branches are resolved pairwise, bottom-up (``transformSetOperationTree`` in
+``src/backend/parser/analyze.c``): each node's column takes the common type of its two
+inputs' (``select_common_type``, ``parse_coerce.c``), and a branch whose column is a bare
+string literal is coerced to it -- ``SELECT age FROM people UNION SELECT '5'`` is an integer
+column holding 5, ``... UNION SELECT 'x'`` raises ``invalid input syntax for type integer:
+"x"`` when the query is planned. Two unknown inputs make text (so ``SELECT 1 UNION (SELECT
+'5' UNION SELECT '6')`` raises ``UNION types integer and text cannot be matched``), and so
+does a branch that sorts or groups the literal (``SELECT DISTINCT '5'``). DuckDB binds each
+branch alone and makes such a column text.
+
+:func:`setop_literal_rules` types every set operation's columns as PostgreSQL does and
+rewrites each bare string literal a branch's column coerces to another type than text as
+that literal cast to the type -- the text translate gives the cast written out
+(:func:`colmz.sql.translate.translate` of ``'5'::integer``), so the literal is read as
+colmz reads every such cast, and bad text raises PostgreSQL's error in its words. Two
+inputs of types PostgreSQL cannot match (``text`` and ``integer``) raise its ``UNION types
+... cannot be matched``.
+
+Types are PostgreSQL's names (``format_type``'s: ``integer``, ``timestamp without time
+zone``): a relation's column by the catalog's schema, a FROM subquery's or CTE's column by
+its select item (:class:`colmz.sql.typing_pass.Resolver`), a literal by its kind (an integer
+by its range), a cast by its type, text functions as text, numeric arithmetic by
+PostgreSQL's operator resolution; anything else is not known (``None``).
+
+Invariants: the rewrite is a pure function of the text and the relations' column types,
+cached; a string literal whose column's type is not known is refused by name
+(:class:`colmz.sql.errors.UnsupportedSQL`) unless another input of the column is text (then
+DuckDB's text is PostgreSQL's); nothing is guessed. A recursive CTE's union (typed by its
+non-recursive term) is left as it is.
+"""
+
+from __future__ import annotations
+
+import functools
+import re
+from collections.abc import Callable
+
+from colmz.sql.build import splice
+from colmz.sql.errors import SQLError, UnsupportedSQL
+from colmz.sql.pgfuncs import LENGTH, TO_CHAR
+from colmz.sql.transforms import (
+    CALL_MACROS,
+    SPLIT_PART,
+    TYPE_SPELLINGS,
+    all_queries,
+    float_kind,
+    is_arith,
+)
+from colmz.sql.translate import ANY_TEXT, FLOAT8_TEXT, INT_MACROS, NUMERIC_TEXT, translate
+from colmz.sql.tree import Expression, Query, parse_tree
+from colmz.sql.typing_pass import (
+    SAME_TYPE_CALLS,
+    Resolver,
+    Typer,
+    case_results,
+    numeric_cast,
+    untyped_literal,
+)
+
+__all__ = ["KNOWN_TYPES", "UNKNOWN", "common_type", "setop_literal_rules"]
+
+#: The type of a bare string literal or NULL before its context gives it one.
+UNKNOWN = "unknown"
+
+#: Relations as the caller names them: each relation's name in the text (lower case) with its
+#: columns' ``(name, type)`` pairs, the type PostgreSQL's name of it (None: not known).
+Relations = tuple[tuple[str, tuple[tuple[str, str | None], ...]], ...]
+
+#: The types of each category PostgreSQL converts within implicitly, each converting to the
+#: next (``select_common_type`` takes the latest present); a type of no chain matches only itself.
+_CHAINS = (("smallint", "integer", "bigint", "numeric", "real", "double precision"),
+           ("date", "timestamp without time zone", "timestamp with time zone"))
+_RANK = {t: (i, r) for i, chain in enumerate(_CHAINS) for r, t in enumerate(chain)}
+#: The types this module names (each a type whose mismatch PostgreSQL raises for).
+KNOWN_TYPES = frozenset({*_RANK, "text", "boolean", "interval", "jsonb", "json", "time without time zone",
+                         "uuid", "bytea"})
+#: A cast's written type (lower case, one space between words, no modifiers) to its name.
+_CAST_TYPES = {**TYPE_SPELLINGS, "date": "date", "timestamp": "timestamp without time zone",
+               "timestamp without time zone": "timestamp without time zone",
+               "timestamptz": "timestamp with time zone", "timestamp with time zone": "timestamp with time zone",
+               "interval": "interval", "jsonb": "jsonb", "json": "json", "time": "time without time zone",
+               "time without time zone": "time without time zone", "uuid": "uuid", "bytea": "bytea"}
+#: How a cast to each type is written for translate.
+_SPELLING = {"timestamp without time zone": "timestamp", "timestamp with time zone": "timestamptz",
+             "time without time zone": "time"}
+_MODIFIERS = re.compile(r"\s*\(\s*\d+\s*(,\s*\d+\s*)?\)$")
+#: Calls whose result is text (PostgreSQL's names and translate's macros of them).
+_TEXT_CALLS = frozenset({"upper", "lower", "initcap", "btrim", "trim", "ltrim", "rtrim", "substr", "substring",
+                         "replace", "left", "right", "lpad", "rpad", "md5", "repeat", "reverse", "split_part",
+                         "to_char", "string_agg", "regexp_replace", "concat", "concat_ws", "chr",
+                         ANY_TEXT, FLOAT8_TEXT, NUMERIC_TEXT, CALL_MACROS["upper"], CALL_MACROS["lower"], TO_CHAR,
+                         SPLIT_PART})
+_BOOLEAN_OPERATORS = frozenset({"OPERATOR_NOT", "OPERATOR_IS_NULL", "OPERATOR_IS_NOT_NULL", "COMPARE_IN",
+                                "COMPARE_NOT_IN"})
+#: Calls of one result type whatever their arguments' (translate's integer casts of text too).
+_CALL_TYPES = {**dict.fromkeys(("~~", "!~~", "~~*", "!~~*", "regexp_matches", "regexp_full_match"), "boolean"),
+               "count": "bigint", "count_star": "bigint", "length": "integer", "char_length": "integer",
+               "character_length": "integer", "strpos": "integer", "ascii": "integer", LENGTH: "integer",
+               CALL_MACROS["octet_length"]: "integer", **{macro: t for t, macro in INT_MACROS.items()}}
+#: The coarse kinds of :class:`colmz.sql.typing_pass.Typer` that name one type.
+_OF_KIND = {"real": "real", "double": "double precision", "bool": "boolean", "text": "text",
+            "jsonb": "jsonb", "json": "json"}
+_SETOP = re.compile(r"\b(union|intersect|except)\b", re.IGNORECASE)
+
+
+def common_type(a: str | None, b: str | None, op: str = "UNION") -> str | None:
+    """PostgreSQL's common type of two inputs of types ``a`` and ``b`` (``select_common_type``):
+    an unknown literal takes the other's type (two make text), types of one chain of implicit
+    casts the later one; None when either is not known. Raises :class:`SQLError` in
+    PostgreSQL's words, naming the set operation ``op``, for two known types it cannot match.
+
+    >>> common_type("integer", UNKNOWN), common_type(UNKNOWN, UNKNOWN), common_type("integer", "real")
+    ('integer', 'text', 'real')
+    >>> common_type("date", "timestamp with time zone"), common_type("integer", None)
+    ('timestamp with time zone', None)
+    >>> common_type("text", "integer")
+    Traceback (most recent call last):
+    ...
+    colmz.sql.SQLError: UNION types text and integer cannot be matched
+    """
+    if a == UNKNOWN or b == UNKNOWN:
+        return "text" if a == b else b if a == UNKNOWN else a
+    if a is None or b is None:
+        return None
+    if a == b:
+        return a
+    ra, rb = _RANK.get(a), _RANK.get(b)
+    if ra is not None and rb is not None and ra[0] == rb[0]:
+        return a if ra[1] > rb[1] else b
+    if a in KNOWN_TYPES and b in KNOWN_TYPES:
+        raise SQLError(f"{op} types {a} and {b} cannot be matched")
+    return None
+
+
+def _common_of(types) -> str | None:
+    # a FROM subquery's set operation column, from its branches' types in any order (the
+    # mismatches are raised where the set operation itself is typed)
+    known = {t for t in types if t != UNKNOWN}
+    if not known:
+        return "text"
+    out = known.pop()
+    for t in known:
+        try:
+            out = common_type(out, t)
+        except SQLError:
+            return None
+    return out
+
+
+def setop_literal_rules(text: str, relations: Relations | Callable[[], Relations] = ()) -> str:
+    """``text`` (a translated, bound query) with each bare string literal of a set operation's
+    branch cast to its column's type as PostgreSQL resolves it, given the relations it reads
+    (module docstring); ``relations`` may be a function giving them, called only for a text
+    holding a set operation.
+
+    >>> rels = (("people", (("age", "integer"), ("name", "text"))),)
+    >>> setop_literal_rules("SELECT age FROM people UNION SELECT '5'", rels)
+    "SELECT age FROM people UNION SELECT '5'::integer"
+    >>> setop_literal_rules("SELECT name FROM people UNION SELECT 'x'", rels)
+    "SELECT name FROM people UNION SELECT 'x'"
+    >>> setop_literal_rules("SELECT age FROM people UNION SELECT 'x'", rels)
+    Traceback (most recent call last):
+    ...
+    colmz.sql.SQLError: invalid input syntax for type integer: "x"
+    """
+    if _SETOP.search(text) is None:
+        return text
+    return _rewrite(text, relations() if callable(relations) else relations)
+
+
+@functools.lru_cache(maxsize=512)
+def _rewrite(text: str, relations: Relations) -> str:
+    try:
+        queries = parse_tree(text)
+    except SQLError:  # not a query the tree reads (a refusal is translate's, or DuckDB's)
+        return text
+    setops = [d for q in queries for d in all_queries(q) if d.type == "SET_OPERATION_NODE"]
+    if not setops:
+        return text
+    resolver = _Resolver(text, {name: dict(cols) for name, cols in relations})
+    for q in queries:
+        resolver.query(q, [], {})
+    edits: dict[tuple[int, int], str] = {}
+    for q in setops:
+        _columns(q, resolver, edits)
+    return splice(text, sorted((a, b, new) for (a, b), new in edits.items()))
+
+
+#: A set operation input's columns: each column's type, the bare string literals of leaves
+#: it would coerce, and whether it is text only as unknown literals resolve (``SELECT 'a'
+#: UNION SELECT 'b'``, ``SELECT DISTINCT NULL``: DuckDB gives such text the type of any
+#: value it meets, PostgreSQL matches it with text only); None: the columns are not known.
+_Columns = list[tuple[str | None, tuple[Expression, ...], bool]] | None
+
+
+def _columns(q: Query, resolver: _Resolver, edits: dict) -> _Columns:
+    # the columns of ``q`` as PostgreSQL types them, the literals its set operations coerce
+    # written into ``edits``
+    if q.type != "SET_OPERATION_NODE":
+        return _leaf(q, resolver)
+    typer = resolver.rules
+    op = q.setop or "UNION"
+    out = _columns(q.children[0], resolver, edits)
+    for child in q.children[1:]:
+        right = _columns(child, resolver, edits)
+        if out is None or right is None or len(out) != len(right):
+            # (a column count differing is PostgreSQL's error and DuckDB's)
+            for cols in (out, right):
+                if cols is not None and any(lits or soft for _, lits, soft in cols):
+                    _refuse(op)
+            out = None
+            continue
+        merged = []
+        for (a, lits_a, soft_a), (b, lits_b, soft_b) in zip(out, right):
+            t = common_type(a, b, op)
+            lits = lits_a + lits_b
+            if t is None:
+                # an unknown literal, or text only as literals resolve, beside a type not known
+                if lits or soft_a or soft_b:
+                    _refuse(op)
+                merged.append((None, (), False))
+            elif t == "text":
+                # two unknown inputs resolve as text, their literals kept as written
+                both_unknown = a == b == UNKNOWN
+                soft = both_unknown or (soft_a or a == UNKNOWN) and (soft_b or b == UNKNOWN)
+                merged.append(("text", lits if both_unknown else (), soft))
+            else:
+                for lit in lits:
+                    edits[(lit.start, lit.end)] = _cast(typer.text[lit.start:lit.end], t)
+                merged.append((t, (), False))
+        out = merged
+    return out
+
+
+def _leaf(q: Query, resolver: _Resolver) -> _Columns:
+    # a leaf branch's columns: a bare string literal (or NULL) is unknown, and coerced by the
+    # set operation -- unless the leaf sorts, groups or deduplicates it, which makes it text;
+    # a star's columns as the resolver expanded them (None: not known)
+    if q.type != "SELECT_NODE":
+        return None
+    if any(n.cls in ("STAR", "COLUMNS") for e in q.items for n in e.walk()):
+        got = resolver.columns.get(id(q))
+        return None if got is None else [("text" if t == UNKNOWN else t, (), False) for _, t in got]
+    typer = resolver.rules
+    shaped = bool(q.group_by) or any(m.type in ("DISTINCT_MODIFIER", "ORDER_MODIFIER") for m in q.modifiers)
+    out = []
+    for e in q.items:
+        if not untyped_literal(e):
+            out.append((typer.kind(e), (), False))
+        elif shaped:
+            out.append(("text", (), True))
+        else:
+            out.append((UNKNOWN, (e,) if e.literal.kind == "STRING" else (), False))
+    return out
+
+
+def _refuse(op: str) -> None:
+    raise UnsupportedSQL(f"an untyped literal (a string or NULL) in a {op} branch beside a column of a type colmz "
+                         "does not know is not supported by colmz (PostgreSQL gives the literal that column's type): "
+                         "cast the literal")
+
+
+def _cast(literal: str, type_name: str) -> str:
+    # the literal cast to the type, as translate writes the cast (its checks and errors); an
+    # infinite date or timestamp is refused (DuckDB also reads 'inf', PostgreSQL does not, and
+    # colmz's dates hold no infinity)
+    if type_name in _RANK and _RANK[type_name][0] == 1 and "inf" in literal.lower():
+        raise UnsupportedSQL(f"the {type_name} text {literal} is not supported by colmz (an infinite date or "
+                             "timestamp)")
+    return translate(f"SELECT {literal}::{_SPELLING.get(type_name, type_name)}")[len("SELECT "):]
+
+
+class _Resolver(Resolver):
+    # the typing pass's name resolution with PostgreSQL's types for kinds
+    def __init__(self, text: str, rels: dict[str, dict[str, str | None]]) -> None:
+        super().__init__(text, rels, {}, check_names=False)
+        self.rules = _PgTyper(text, self.out)
+        #: each query's output columns as resolved (by the query's id)
+        self.columns: dict[int, list[tuple[str, str | None]]] = {}
+
+    combined = staticmethod(_common_of)
+
+    def query(self, q: Query, outer, ctes, named: bool = True) -> list[tuple[str, str | None]] | None:
+        got = super().query(q, outer, ctes, named)
+        if got is not None:
+            self.columns.setdefault(id(q), got)
+        return got
+
+
+class _PgTyper(Typer):
+    # PostgreSQL's type of an expression node (module docstring), None when not known
+    def __init__(self, text: str, resolved: dict[tuple[int, int], str]) -> None:
+        super().__init__(text, resolved, {})
+        #: the typing pass's kinds of the nodes typed only there (a column by its type's kind)
+        self.coarse = Typer(text, _CoarseView(resolved), {})
+
+    def kind(self, e: Expression, pg: bool = False) -> str | None:
+        if untyped_literal(e):
+            return UNKNOWN
+        if e.cls == "COLUMN_REF":  # (a subquery's literal column is text there)
+            t = self.resolved.get((e.start, e.end))
+            return "text" if t == UNKNOWN else t
+        if e.cls == "CONSTANT" and e.literal is not None:
+            if e.literal.kind == "INTEGER":
+                v = abs(int(e.literal.text))
+                return "integer" if v < 2 ** 31 else "bigint" if v < 2 ** 63 else "numeric"
+            return {"NUMERIC": "numeric", "BOOLEAN": "boolean"}.get(e.literal.kind)
+        if e.cls == "CAST" and len(e.children) == 2 and (e.children[1].start >= 0 or e.start >= 0):
+            # (a typed literal, INTERVAL '1 day', has its type's word first, not always as a node)
+            written = self.text[e.children[1].start : e.children[1].end] if e.children[1].start >= 0 \
+                else self.text[e.start:e.end].split("'", 1)[0]
+            if written == "JSON":  # (translate's jsonb)
+                return "jsonb"
+            t = " ".join(written.lower().replace('"', " ").split())
+            kind = float_kind(t)
+            return _OF_KIND[kind] if kind is not None else _CAST_TYPES.get(_MODIFIERS.sub("", t))
+        if e.cls in ("COMPARISON", "CONJUNCTION", "BETWEEN") or e.cls == "OPERATOR" and e.type in _BOOLEAN_OPERATORS:
+            return "boolean"
+        if e.cls == "CASE":
+            return self.values(case_results(e))
+        if e.cls == "OPERATOR" and e.type == "OPERATOR_COALESCE":
+            return self.values(e.children)
+        if e.cls == "FUNCTION" and len(e.name) == 1:
+            name = e.name[0].lower()
+            if name in ("greatest", "least") or name == "nullif" and e.children:
+                return self.values(e.children[:1] if name == "nullif" else e.children)
+            if name in _TEXT_CALLS:
+                return "text"
+            if name in _CALL_TYPES:
+                return _CALL_TYPES[name]
+            if numeric_cast(e, self.text):
+                return "numeric"
+            if name == "||" and all(self.kind(c) in ("text", UNKNOWN) for c in e.children):
+                return "text"
+            if is_arith(e) and name in "+-*/%" and 1 <= len(e.children) <= 2:
+                types = [self.kind(c) for c in e.children]
+                if all(_RANK.get(t, (1,))[0] == 0 for t in types):
+                    if "real" in types and any(t not in ("real", "double precision") for t in types):
+                        return "double precision"  # (a real with an exact number: float48's)
+                    return max(types, key=lambda t: _RANK[t][1])
+                return None
+            if name in SAME_TYPE_CALLS and len(e.children) == 1 and e.filter is None:
+                return self.kind(e.children[0])
+        return _OF_KIND.get(self.coarse.kind(e, pg))
+
+    def values(self, nodes) -> str | None:
+        # the common type of CASE's, coalesce's ... values (unknown ones take the others')
+        out: str | None = UNKNOWN
+        for n in nodes:
+            try:
+                out = common_type(out, self.kind(n))
+            except SQLError:
+                return None
+        return "text" if out == UNKNOWN else out
+
+
+class _CoarseView:
+    # the resolved references' coarse kinds, read as the typing pass reads its resolved map
+    def __init__(self, exact: dict[tuple[int, int], str]) -> None:
+        self.exact = exact
+
+    def get(self, span: tuple[int, int], default: str | None = None) -> str | None:
+        t = self.exact.get(span)
+        return default if t is None else _COARSE.get(t, "other")
+
+
+#: Each type's coarse kind (:mod:`colmz.sql.typing_pass`), for the nodes typed there.
+_COARSE = {**dict.fromkeys(("smallint", "integer", "bigint", "numeric"), "exact"), "real": "real",
+           "double precision": "double", "text": "text", "boolean": "bool", "jsonb": "jsonb", "json": "json"}
