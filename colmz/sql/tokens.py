@@ -317,8 +317,8 @@ def share_concat(pieces: Sequence[str]) -> str:
             toks = tokenize(piece)
         except SQLError:
             return text
-        if toks and piece[toks[-1].end:].strip(_SPACE):
-            return text  # a comment after the last token would run on
+        if piece[toks[-1].end if toks else 0:].strip(_SPACE):
+            return text  # a comment after the last token (or the only one) would run on
         first = piece[0]
         if before and not (before in _SPACE or first in _SPACE or before in _SEPARATORS or first in _SEPARATORS):
             return text
