@@ -2230,6 +2230,10 @@ QUERIES = [
     ('hunt2_concat_jsonb_arrow', "SELECT body || (body -> 'tags') AS a FROM docs ORDER BY id"),
     ('hunt2_concat_jsonb_choices', 'SELECT (\'{"a": 1}\'::jsonb || \'{"b": 1}\'::jsonb) || CASE WHEN true THEN \'{"c": 1}\'::jsonb END AS a, (\'[1]\'::jsonb || \'[2]\'::jsonb) || coalesce(\'null\'::jsonb, \'{}\'::jsonb) AS b'),
     ('hunt2_arrow_concat_arrow', "SELECT body -> 'a' || body -> 'a' AS a FROM docs"),
+    # a parenthesised query opening a set operation inside an expression still reads its
+    # relations (they were not bound: "unknown catalog item"); its rows are PostgreSQL's error
+    ('err_fail_subquery_union_rows', 'SELECT ((SELECT NULL) UNION SELECT x FROM nums) AS a'),
+    ('subquery_union_one_row', 'SELECT ((SELECT x FROM nums ORDER BY k LIMIT 1) UNION SELECT x FROM nums WHERE false) AS a'),
     # a cast to an integer type fixes DuckDB's type: a division under it makes no numeric text of
     # the arithmetic around it (PostgreSQL: an integer with a double is a double)
     ('tguess_int_cast_plus_double_text', 'SELECT id, ((age / 2)::int + score)::text AS t FROM people ORDER BY id'),

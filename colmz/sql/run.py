@@ -234,6 +234,9 @@ _ERRORS = (
                 r"|negative substring length not allowed|"
                 + pgfuncs.ERROR_MESSAGES + "|field position must not be zero)$"), SQLError,
      lambda m: m.group(1)),
+    # DuckDB's own errors of PostgreSQL's meaning: PostgreSQL's words
+    (re.compile(r"Invalid Input Error: More than one row returned by a subquery used as an expression"), SQLError,
+     lambda m: "more than one row returned by a subquery used as an expression"),
     # DuckDB's own division by zero (error_on_division_by_zero): PostgreSQL's words
     (re.compile(r"Invalid Input Error: Division by zero in expression"), SQLError, lambda m: "division by zero"),
     # DuckDB's binder error for translate's numeric cast of text (``x + CAST(0 AS DECIMAL(1,0))``)

@@ -749,6 +749,7 @@ def substitute_now(translated: str, value: str) -> str:
 
 
 _QUERY_WORDS = {"SELECT", "WITH", "VALUES", "TABLE", "FROM"}
+_SET_OPERATIONS = frozenset({"UNION", "INTERSECT", "EXCEPT"})
 _FROM_ENDS = {"WHERE", "GROUP", "HAVING", "ORDER", "LIMIT", "OFFSET", "WINDOW", "QUALIFY",
               "UNION", "EXCEPT", "INTERSECT", "SELECT", "RETURNING", "FETCH"}
 _NOT_ALIAS = {"ON", "USING", "JOIN", "LEFT", "RIGHT", "FULL", "INNER", "OUTER", "CROSS", "NATURAL",
@@ -821,9 +822,14 @@ def relation_references(translated: str) -> tuple:
             elif x == "," and query and state == _AFTER:
                 state = _EXPECT
             continue  # (no other operator starts, ends or names a relation)
-        if not query or (kind != "word" and kind != "qident"):
+        if kind != "word" and kind != "qident":
             continue  # (a string or a number neither)
         up = t.upper
+        if not query:
+            # a level opened by a parenthesised query is one from its set operation on:
+            # ((SELECT 1) UNION SELECT x FROM t)
+            query = up in _SET_OPERATIONS
+            continue
         if (up == "FROM" and not (j > 0 and toks[j - 1].upper == "DISTINCT")) or (  # not IS DISTINCT FROM
                 up == "JOIN" and state != _NO_FROM) or up == "TABLE":  # in a query only ever TABLE name
             state = _EXPECT
