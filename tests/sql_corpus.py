@@ -2234,6 +2234,10 @@ QUERIES = [
     # relations (they were not bound: "unknown catalog item"); its rows are PostgreSQL's error
     ('err_fail_subquery_union_rows', 'SELECT ((SELECT NULL) UNION SELECT x FROM nums) AS a'),
     ('subquery_union_one_row', 'SELECT ((SELECT x FROM nums ORDER BY k LIMIT 1) UNION SELECT x FROM nums WHERE false) AS a'),
+    # 'inf' and '-inf' are DuckDB's infinities of a date or time, PostgreSQL's input errors
+    ('err_fail_date_inf', "SELECT 'inf'::date AS a"),
+    ('err_fail_timestamptz_inf', "SELECT TIMESTAMPTZ '-Inf' AS a"),
+    ('date_infinity_words', "SELECT 'infinity'::date::text AS a, '-infinity'::timestamp::text AS b, 'inf'::float8 AS c"),
     # a cast to an integer type fixes DuckDB's type: a division under it makes no numeric text of
     # the arithmetic around it (PostgreSQL: an integer with a double is a double)
     ('tguess_int_cast_plus_double_text', 'SELECT id, ((age / 2)::int + score)::text AS t FROM people ORDER BY id'),

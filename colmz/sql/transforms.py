@@ -129,6 +129,7 @@ from __future__ import annotations
 import bisect
 import dataclasses
 import functools
+import itertools
 import math
 import re
 import struct
@@ -731,6 +732,9 @@ def may_transform(text: str, toks) -> bool:
         elif k == "number":
             if "." in t.text or "e" in t.text or "E" in t.text or t.text in _SMALLEST_MAGNITUDES:
                 return True
+        elif k == "string":
+            if t.text in _INF_TEXTS:
+                return True  # maybe a date or time's input: DuckDB's infinity, PostgreSQL's error
         elif k == "qident":
             if t.name in CALLS or t.name == "char" or (i + 1 < n and toks[i + 1].text == "(" and t.name != t.name.lower()):
                 return True  # a call of the table, or a quoted name PostgreSQL has no function of
@@ -1430,7 +1434,16 @@ def _type_rule(e: Expression, w: _Walk) -> Rule | None:
             return _refuse_char
         if target in ("jsonb", "json"):
             return _json_cast
+        if target in _DATETIME_NAMES and (lit := e.children[0].literal) is not None and lit.kind == "STRING" \
+                and lit.text.lower() in ("inf", "-inf"):
+            raise SQLError(f'invalid input syntax for type {_DATETIME_NAMES[target]}: "{lit.text}"')
     return None
+
+
+#: PostgreSQL's names of the date and time types by their spellings: their input reads
+#: 'infinity' and '-infinity', where DuckDB's also reads 'inf' and '-inf'.
+_DATETIME_NAMES = {"date": "date", "timestamp": "timestamp", "timestamp without time zone": "timestamp",
+                   "timestamptz": "timestamp with time zone", "timestamp with time zone": "timestamp with time zone"}
 
 
 # ----------------------------------------------------------------------------- more types
@@ -2801,7 +2814,9 @@ _TREE_WORDS = frozenset(_TRIGGER_WORDS)
 #: it reads in context (``(``, ``+ - * /``), numbers, quoted names.
 _MAY_WORDS = frozenset({*(w.upper() for w in _TREE_WORDS), "VARCHAR", "VARYING"})
 _MAY_OPS = frozenset(_TRIGGER_OPS)
-_MAY_TEXTS = _MAY_OPS | {"::", "(", "[", *_PAIR_OPS}
+#: 'inf' and '-inf' in every case, as string tokens (:data:`_DATETIME_NAMES`).
+_INF_TEXTS = frozenset(f"'{sign}{''.join(c)}'" for sign in ("", "-") for c in itertools.product("iI", "nN", "fF"))
+_MAY_TEXTS = _MAY_OPS | {"::", "(", "[", *_PAIR_OPS, *_INF_TEXTS}
 _NUMBER_QIDENT = frozenset({"number", "qident"})
 _CONSTANT_WORDS = frozenset({"NULL", "TRUE", "FALSE"})
 if not all(w.isascii() and w == w.lower() for w in _TREE_WORDS):  # pragma: no cover - the sets above need it
