@@ -75,11 +75,12 @@ from __future__ import annotations
 import functools
 import re
 
-from colmz.sql.build import splice
+from colmz.sql.build import RESERVED_PREFIX, splice
 from colmz.sql.errors import SQLError, UnsupportedSQL
 from colmz.sql.tokens import tokenize
 from colmz.sql.transforms import (
     FLOAT_CHECK,
+    NOT_INTERVAL,
     arith_leaves,
     float_check,
     is_arith,
@@ -101,11 +102,18 @@ from colmz.sql.typing_pass import (
     window_arguments,
 )
 
-__all__ = ["FLOAT_COLUMN_MACROS", "FLOAT_DIV", "column_kind", "float_column_rules"]
+__all__ = ["FLOAT_ACCUM_CHECK", "FLOAT_COLUMN_MACROS", "FLOAT_DIV", "column_kind", "float_column_rules"]
+
+#: The overflow check of an aggregate of doubles, ``(result, non-finite inputs, sum, sum of
+#: squared deviations)``: PostgreSQL's error where no input is NaN or infinite and the sum
+#: or the squared deviations are not finite (see the module docstring).
+FLOAT_ACCUM_CHECK = RESERVED_PREFIX + "float_accum_check"
 
 #: The macros the rules call, defined on every colmz connection (:func:`colmz.sql.connect`).
 FLOAT_COLUMN_MACROS = (
     f"CREATE OR REPLACE MACRO {FLOAT_DIV}(x, y) AS CASE WHEN isnan(x) AND y = 0 THEN x ELSE x / y END",
+    f"CREATE OR REPLACE MACRO {FLOAT_ACCUM_CHECK}(r, nonfinite, s, q) AS CASE WHEN nonfinite = 0 AND "
+    "NOT (isfinite(s) AND isfinite(q)) THEN error('value out of range: overflow') ELSE r END",
 )
 
 
@@ -200,6 +208,32 @@ class _Rules(Typer):
         self.group_keys: frozenset = frozenset()  # the grouped expressions' token keys
         self.rendered: dict[tuple[int, int], str] = {}  # subqueries' texts with their rules
 
+    def kind(self, e: Expression, pg: bool = False) -> str | None:
+        # the typing pass's kind, and an aggregate's of a float argument: sum, min and max of
+        # it its type, avg and the variances a double (float8_accum, float4_accum), with a
+        # FILTER and as a window call too
+        k = super().kind(e, pg)
+        if k is not None or e.cls not in ("FUNCTION", "WINDOW") or len(e.name) != 1 \
+                or e.name[0].lower() not in _TYPED_AGGREGATES:
+            return k
+        arg = self.aggregate_argument(e)
+        k = None if arg is None else self.kind(_peeled(arg), pg)
+        if k not in ("real", "double"):
+            return None
+        return k if e.name[0].lower() in ("sum", "min", "max") else "double"
+
+    def aggregate_argument(self, e: Expression) -> Expression | None:
+        # the one argument of aggregate or window call ``e``: the child right after its
+        # ``name(`` (``DISTINCT`` between), not its FILTER's nor its OVER clause's
+        if e.start < 0:
+            return None
+        head = re.compile(rf"{re.escape(e.name[0])}\s*\(\s*(?:(?:DISTINCT|ALL)\s+)?", re.IGNORECASE)
+        for c in e.children:
+            if c.start >= e.start and c.end <= e.end and head.fullmatch(self.text, e.start, c.start):
+                after = self.text[c.end : e.end].lstrip()
+                return c if after.startswith(")") else None
+        return None
+
     def key(self, e: Expression) -> tuple:
         # an expression's tokens (words lower case): DuckDB matches a select item against a
         # grouped expression by what it parses to, not by its spacing
@@ -267,7 +301,8 @@ class _Rules(Typer):
         return any(self.kind(n) in ("real", "double") and (
             n.cls in ("COLUMN_REF", "CASE", "SUBQUERY") or (n.cls == "OPERATOR" and n.type == "OPERATOR_COALESCE")
             or (n.cls in ("FUNCTION", "WINDOW") and len(n.name) == 1
-                and n.name[0].lower() in (*SAME_TYPE_CALLS, *DOUBLE_CALLS, "greatest", "least", "nullif")))
+                and n.name[0].lower() in (*SAME_TYPE_CALLS, *DOUBLE_CALLS, *_TYPED_AGGREGATES, "greatest",
+                                          "least", "nullif")))
             for n in _leaves(e))
 
     def checks(self, e: Expression) -> bool:
@@ -343,18 +378,16 @@ class _Rules(Typer):
         return texts.get(id(c), self.text[c.start : c.end])
 
     def rule(self, e: Expression, texts: dict[int, str], checked: bool) -> str | None:
-        if e.cls in ("FUNCTION", "WINDOW") and e.name == ("sum",):
-            args = window_arguments(e, [c for c in e.children if c.start >= 0], self.text) \
-                if e.cls == "WINDOW" else e.children[-1:]
-            arg = args[0] if len(args) == 1 else None
-            # (through translate's typing of sum's argument, a real as itself, and the checks)
-            while arg is not None and arg.cls == "FUNCTION" and len(arg.name) == 1 \
-                    and arg.name[0] in (SUM_ARGUMENT, FLOAT_CHECK, FLOAT_DIV) and arg.children:
-                arg = arg.children[0]
-            if arg is not None and self.kind(arg) == "real" and self._float_column_under(arg):
+        if e.cls in ("FUNCTION", "WINDOW") and len(e.name) == 1 and e.name[0].lower() in _ACCUMULATING:
+            wrapped = self.aggregate_argument(e)
+            arg = None if wrapped is None else _peeled(wrapped)
+            if e.name[0].lower() == "sum" and arg is not None and self.kind(arg) == "real" \
+                    and self._float_column_under(arg):
                 # translate refuses a visibly real argument alike (transforms._sum_of_real)
                 raise UnsupportedSQL("sum() of a real column is not supported by colmz (PostgreSQL adds "
                                      "in single precision, DuckDB in double): cast the argument to float8")
+            if arg is not None and not self.windows and self.kind(arg, pg=True) == "double":
+                return self.accumulated(e, wrapped, texts)
         if e.cls == "FUNCTION" and e.name == (NUMERIC_TEXT,) and len(e.children) == 1 \
                 and e.children[0].start >= 0 and self.kind(e.children[0], pg=True) == "double":
             # translate's text of what may be a numeric computed as a double (refused when it
@@ -394,6 +427,24 @@ class _Rules(Typer):
         return body
 
 
+    def accumulated(self, e: Expression, arg: Expression, texts: dict[int, str]) -> str:
+        # sum, avg or a variance of doubles (``e``, its argument ``arg``) with PostgreSQL's
+        # overflow check: the same call (DISTINCT, FILTER and OVER kept) of the count of
+        # the non-finite inputs, their sum and (but for sum) their squared deviations
+        marker = "\x00"
+        call = self.splice(e, {**texts, id(arg): marker})
+        x = self.child_text(arg, texts)
+        rest = call[len(e.name[0]):]
+
+        def of(fn: str, value: str) -> str:
+            return fn + rest.replace(marker, value)
+
+        result = of(e.name[0], x)
+        nonfinite = of("count", f"CASE WHEN isfinite({x}) THEN NULL ELSE {x} END")
+        total = result if e.name[0].lower() == "sum" else of("sum", x)
+        squares = "0" if e.name[0].lower() == "sum" else f"{of('var_pop', x)} * {of('count', x)}"
+        return f"{FLOAT_ACCUM_CHECK}({result}, {nonfinite}, {total}, {squares})"
+
     def double_call(self, e: Expression, texts: dict[int, str]) -> str | None:
         # ceil, floor, round, trunc, sign of a real or a double: PostgreSQL has them of a
         # double only (and of a numeric): a real is cast to a double (float48 from there on),
@@ -424,6 +475,23 @@ _AGGREGATES = frozenset({
     "bool_and", "bool_or", "every", "median", "mode", "product", "any_value", "arg_min",
     "arg_max", "first", "last", "list", "fsum", "sumkahan", "kahan_sum",
 })
+
+#: Aggregates PostgreSQL computes with an overflow check over a double argument: sum
+#: (float8pl), avg and the variances (float8_accum).
+_ACCUMULATING = frozenset({"sum", "avg", "variance", "var_pop", "var_samp", "stddev", "stddev_pop",
+                           "stddev_samp"})
+#: Aggregates typed by their argument (:meth:`_Rules.kind`).
+_TYPED_AGGREGATES = _ACCUMULATING | {"min", "max"}
+
+
+def _peeled(arg: Expression) -> Expression:
+    # an aggregate's argument through translate's wrappers (sum's and avg's argument typing,
+    # the checks): the value as written
+    while arg.cls == "FUNCTION" and len(arg.name) == 1 and arg.children \
+            and arg.name[0] in (SUM_ARGUMENT, NOT_INTERVAL, FLOAT_CHECK, FLOAT_DIV):
+        arg = arg.children[0]
+    return arg
+
 
 def _leaves(e: Expression) -> list[Expression]:
     # the operands under the arithmetic subtree ``e``, every exact number literal left out
