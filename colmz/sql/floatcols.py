@@ -18,6 +18,27 @@ applies, as PostgreSQL 15 computes (``src/backend/utils/adt/float.c``):
   only, "underflow") where PostgreSQL does, through
   :data:`colmz.sql.transforms.FLOAT_CHECK` -- the check translate already applies to
   visibly float arithmetic and to column pairs; a subtree translate checked is left alone.
+* **aggregates of doubles**: ``sum`` adds with ``float8pl`` and ``avg``, ``var_*``,
+  ``stddev*`` and ``variance`` accumulate with ``float8_accum`` (the count, the sum, the sum of
+  squared deviations, Youngs-Cramer), each raising "value out of range: overflow" where
+  finite inputs make the sum or the squared deviations infinite (``avg`` of 1e300 beside 0.5,
+  ``var_samp`` of 1e200 and -1e200; DuckDB answered them); a NaN or an infinity read before
+  makes the result NaN (or infinite) from there on without an error, and a variance of it is
+  NaN (DuckDB's variance of one NaN is 0). Which inputs come first is the order PostgreSQL
+  reads the rows in, which colmz does not have (its tables are kept sorted, a view's group
+  is recomputed from its arrangement), so the rule is the order-free one PostgreSQL agrees
+  with in every order: such a call is :data:`FLOAT_ACCUM_CHECK` of itself, of the same call
+  (its DISTINCT, FILTER and OVER clause kept) counting the NaN and infinite inputs, of their
+  sum and (but for ``sum``) of ``var_pop`` times the count -- an error where none is NaN or
+  infinite and the sum or the squared deviations are not finite; a variance's NaN where one
+  is. A real argument is left alone (``float4_accum`` widens to a double: its squares cannot
+  overflow; a sum of reals is refused, below). Where PostgreSQL reads a NaN only after the
+  finite values overflowed, it raises and colmz answers NaN: a difference that hangs on the
+  heap order. The aggregate's type (its argument's for ``sum``, ``min``, ``max``; a double
+  for the others) types arithmetic over it, so ``sum(f) * 1e10``, ``max(f) * 2`` in a HAVING,
+  ``sum(f) OVER (...) * 10`` are checked as a float column's arithmetic is. A maintained view
+  recomputes such aggregates per affected group by this SQL (a float sum is not kept as a
+  running sum), so a commit raises exactly where the query over the new rows does.
 * **NaN / 0** is NaN (``float8div``: only a non-NaN dividend raises "division by zero");
   DuckDB raises for every zero divisor: a division of a float dividend is :data:`FLOAT_DIV`.
 * **a float with a numeric as text** (``(r / 3.0)::text``, ``(1::float8 / 3.0)::text``):
@@ -105,15 +126,18 @@ from colmz.sql.typing_pass import (
 __all__ = ["FLOAT_ACCUM_CHECK", "FLOAT_COLUMN_MACROS", "FLOAT_DIV", "column_kind", "float_column_rules"]
 
 #: The overflow check of an aggregate of doubles, ``(result, non-finite inputs, sum, sum of
-#: squared deviations)``: PostgreSQL's error where no input is NaN or infinite and the sum
-#: or the squared deviations are not finite (see the module docstring).
+#: squared deviations, spread)``: PostgreSQL's error where no input is NaN or infinite and
+#: the sum or the squared deviations are not finite; a variance or standard deviation
+#: (``spread``) of a NaN or an infinity is NaN (float8_accum's sum of squares is NaN from
+#: there on; DuckDB's variance of one NaN is 0). See the module docstring.
 FLOAT_ACCUM_CHECK = RESERVED_PREFIX + "float_accum_check"
 
 #: The macros the rules call, defined on every colmz connection (:func:`colmz.sql.connect`).
 FLOAT_COLUMN_MACROS = (
     f"CREATE OR REPLACE MACRO {FLOAT_DIV}(x, y) AS CASE WHEN isnan(x) AND y = 0 THEN x ELSE x / y END",
-    f"CREATE OR REPLACE MACRO {FLOAT_ACCUM_CHECK}(r, nonfinite, s, q) AS CASE WHEN nonfinite = 0 AND "
-    "NOT (isfinite(s) AND isfinite(q)) THEN error('value out of range: overflow') ELSE r END",
+    f"CREATE OR REPLACE MACRO {FLOAT_ACCUM_CHECK}(r, nonfinite, s, q, spread) AS CASE WHEN nonfinite = 0 AND "
+    "NOT (isfinite(s) AND isfinite(q)) THEN error('value out of range: overflow') "
+    "WHEN spread AND nonfinite > 0 AND r IS NOT NULL THEN CAST('NaN' AS DOUBLE) ELSE r END",
 )
 
 
@@ -227,11 +251,13 @@ class _Rules(Typer):
         # ``name(`` (``DISTINCT`` between), not its FILTER's nor its OVER clause's
         if e.start < 0:
             return None
-        head = re.compile(rf"{re.escape(e.name[0])}\s*\(\s*(?:(?:DISTINCT|ALL)\s+)?", re.IGNORECASE)
+        # (the argument may be written in parentheses: as many close right after it)
+        head = re.compile(rf"{re.escape(e.name[0])}\s*\(\s*(?:(?:DISTINCT|ALL)\s+)?((?:\(\s*)*)", re.IGNORECASE)
         for c in e.children:
-            if c.start >= e.start and c.end <= e.end and head.fullmatch(self.text, e.start, c.start):
-                after = self.text[c.end : e.end].lstrip()
-                return c if after.startswith(")") else None
+            m = head.fullmatch(self.text, e.start, c.start) if e.start <= c.start and c.end <= e.end else None
+            if m is not None:
+                closes = re.match(rf"(?:\s*\)){{{m.group(1).count('(') + 1}}}", self.text[c.end : e.end])
+                return c if closes is not None else None
         return None
 
     def key(self, e: Expression) -> tuple:
@@ -441,9 +467,14 @@ class _Rules(Typer):
 
         result = of(e.name[0], x)
         nonfinite = of("count", f"CASE WHEN isfinite({x}) THEN NULL ELSE {x} END")
-        total = result if e.name[0].lower() == "sum" else of("sum", x)
-        squares = "0" if e.name[0].lower() == "sum" else f"{of('var_pop', x)} * {of('count', x)}"
-        return f"{FLOAT_ACCUM_CHECK}({result}, {nonfinite}, {total}, {squares})"
+        name = e.name[0].lower()
+        total = result if name == "sum" else of("sum", x)
+        squares = "0" if name == "sum" else f"{of('var_pop', x)} * {of('count', x)}"
+        spread = "false" if name in ("sum", "avg") else "true"
+        # (kept for a check around it repeating it as an operand: its value, a variance's NaN)
+        out = self.rendered[(e.start, e.end)] = \
+            f"{FLOAT_ACCUM_CHECK}({result}, {nonfinite}, {total}, {squares}, {spread})"
+        return out
 
     def double_call(self, e: Expression, texts: dict[int, str]) -> str | None:
         # ceil, floor, round, trunc, sign of a real or a double: PostgreSQL has them of a
