@@ -89,6 +89,14 @@ CASES = [
     # a product of two float columns per row, a WHERE keeping only the rows that fit
     ("product_grouped", "SELECT k, sum(f * f) AS s FROM fl GROUP BY k", "both fail"),
     ("product_where", "SELECT id, f * f AS p FROM fl WHERE abs(f) < 1e100", "match"),
+    # a filter on a grouped subquery's grouping column drops the groups before they are
+    # aggregated (PostgreSQL pushes it down as a HAVING and moves that to the WHERE)
+    ("grouped_subquery_filtered", "SELECT * FROM (SELECT k, avg(f) AS a FROM fl GROUP BY k) q WHERE abs(k - 2) < 1",
+     "match"),
+    ("grouped_cte_filtered", "WITH c AS (SELECT k, sum(f) * 2 AS s FROM fl GROUP BY k) SELECT * FROM c "
+     "WHERE k % 3 <> 0 AND k <> 4", "match"),
+    ("grouped_subquery_on_aggregate", "SELECT * FROM (SELECT k, avg(f) AS a FROM fl GROUP BY k) q WHERE a < 1",
+     "both fail"),
     ("product_pushed", "SELECT id, p FROM (SELECT id, f * f AS p FROM fl) s WHERE abs(id - 5) < 1", "match"),
 ]
 
