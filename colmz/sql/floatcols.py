@@ -18,6 +18,27 @@ applies, as PostgreSQL 15 computes (``src/backend/utils/adt/float.c``):
   only, "underflow") where PostgreSQL does, through
   :data:`colmz.sql.transforms.FLOAT_CHECK` -- the check translate already applies to
   visibly float arithmetic and to column pairs; a subtree translate checked is left alone.
+* **aggregates of doubles**: ``sum`` adds with ``float8pl`` and ``avg``, ``var_*``,
+  ``stddev*`` and ``variance`` accumulate with ``float8_accum`` (the count, the sum, the sum of
+  squared deviations, Youngs-Cramer), each raising "value out of range: overflow" where
+  finite inputs make the sum or the squared deviations infinite (``avg`` of 1e300 beside 0.5,
+  ``var_samp`` of 1e200 and -1e200; DuckDB answered them); a NaN or an infinity read before
+  makes the result NaN (or infinite) from there on without an error, and a variance of it is
+  NaN (DuckDB's variance of one NaN is 0). Which inputs come first is the order PostgreSQL
+  reads the rows in, which colmz does not have (its tables are kept sorted, a view's group
+  is recomputed from its arrangement), so the rule is the order-free one PostgreSQL agrees
+  with in every order: such a call is :data:`FLOAT_ACCUM_CHECK` of itself, of the same call
+  (its DISTINCT, FILTER and OVER clause kept) counting the NaN and infinite inputs, of their
+  sum and (but for ``sum``) of ``var_pop`` times the count -- an error where none is NaN or
+  infinite and the sum or the squared deviations are not finite; a variance's NaN where one
+  is. A real argument is left alone (``float4_accum`` widens to a double: its squares cannot
+  overflow; a sum of reals is refused, below). Where PostgreSQL reads a NaN only after the
+  finite values overflowed, it raises and colmz answers NaN: a difference that hangs on the
+  heap order. The aggregate's type (its argument's for ``sum``, ``min``, ``max``; a double
+  for the others) types arithmetic over it, so ``sum(f) * 1e10``, ``max(f) * 2`` in a HAVING,
+  ``sum(f) OVER (...) * 10`` are checked as a float column's arithmetic is. A maintained view
+  recomputes such aggregates per affected group by this SQL (a float sum is not kept as a
+  running sum), so a commit raises exactly where the query over the new rows does.
 * **NaN / 0** is NaN (``float8div``: only a non-NaN dividend raises "division by zero");
   DuckDB raises for every zero divisor: a division of a float dividend is :data:`FLOAT_DIV`.
 * **a float with a numeric as text** (``(r / 3.0)::text``, ``(1::float8 / 3.0)::text``):
@@ -75,11 +96,12 @@ from __future__ import annotations
 import functools
 import re
 
-from colmz.sql.build import splice
+from colmz.sql.build import RESERVED_PREFIX, splice
 from colmz.sql.errors import SQLError, UnsupportedSQL
 from colmz.sql.tokens import tokenize
 from colmz.sql.transforms import (
     FLOAT_CHECK,
+    NOT_INTERVAL,
     arith_leaves,
     float_check,
     is_arith,
@@ -101,11 +123,21 @@ from colmz.sql.typing_pass import (
     window_arguments,
 )
 
-__all__ = ["FLOAT_COLUMN_MACROS", "FLOAT_DIV", "column_kind", "float_column_rules"]
+__all__ = ["FLOAT_ACCUM_CHECK", "FLOAT_COLUMN_MACROS", "FLOAT_DIV", "column_kind", "float_column_rules"]
+
+#: The overflow check of an aggregate of doubles, ``(result, non-finite inputs, sum, sum of
+#: squared deviations, spread)``: PostgreSQL's error where no input is NaN or infinite and
+#: the sum or the squared deviations are not finite; a variance or standard deviation
+#: (``spread``) of a NaN or an infinity is NaN (float8_accum's sum of squares is NaN from
+#: there on; DuckDB's variance of one NaN is 0). See the module docstring.
+FLOAT_ACCUM_CHECK = RESERVED_PREFIX + "float_accum_check"
 
 #: The macros the rules call, defined on every colmz connection (:func:`colmz.sql.connect`).
 FLOAT_COLUMN_MACROS = (
     f"CREATE OR REPLACE MACRO {FLOAT_DIV}(x, y) AS CASE WHEN isnan(x) AND y = 0 THEN x ELSE x / y END",
+    f"CREATE OR REPLACE MACRO {FLOAT_ACCUM_CHECK}(r, nonfinite, s, q, spread) AS CASE WHEN nonfinite = 0 AND "
+    "NOT (isfinite(s) AND isfinite(q)) THEN error('value out of range: overflow') "
+    "WHEN spread AND nonfinite > 0 AND r IS NOT NULL THEN CAST('NaN' AS DOUBLE) ELSE r END",
 )
 
 
@@ -200,6 +232,34 @@ class _Rules(Typer):
         self.group_keys: frozenset = frozenset()  # the grouped expressions' token keys
         self.rendered: dict[tuple[int, int], str] = {}  # subqueries' texts with their rules
 
+    def kind(self, e: Expression, pg: bool = False) -> str | None:
+        # the typing pass's kind, and an aggregate's of a float argument: sum, min and max of
+        # it its type, avg and the variances a double (float8_accum, float4_accum), with a
+        # FILTER and as a window call too
+        k = super().kind(e, pg)
+        if k is not None or e.cls not in ("FUNCTION", "WINDOW") or len(e.name) != 1 \
+                or e.name[0].lower() not in _TYPED_AGGREGATES:
+            return k
+        arg = self.aggregate_argument(e)
+        k = None if arg is None else self.kind(_peeled(arg), pg)
+        if k not in ("real", "double"):
+            return None
+        return k if e.name[0].lower() in ("sum", "min", "max") else "double"
+
+    def aggregate_argument(self, e: Expression) -> Expression | None:
+        # the one argument of aggregate or window call ``e``: the child right after its
+        # ``name(`` (``DISTINCT`` between), not its FILTER's nor its OVER clause's
+        if e.start < 0:
+            return None
+        # (the argument may be written in parentheses: as many close right after it)
+        head = re.compile(rf"{re.escape(e.name[0])}\s*\(\s*(?:(?:DISTINCT|ALL)\s+)?((?:\(\s*)*)", re.IGNORECASE)
+        for c in e.children:
+            m = head.fullmatch(self.text, e.start, c.start) if e.start <= c.start and c.end <= e.end else None
+            if m is not None:
+                closes = re.match(rf"(?:\s*\)){{{m.group(1).count('(') + 1}}}", self.text[c.end : e.end])
+                return c if closes is not None else None
+        return None
+
     def key(self, e: Expression) -> tuple:
         # an expression's tokens (words lower case): DuckDB matches a select item against a
         # grouped expression by what it parses to, not by its spacing
@@ -267,7 +327,8 @@ class _Rules(Typer):
         return any(self.kind(n) in ("real", "double") and (
             n.cls in ("COLUMN_REF", "CASE", "SUBQUERY") or (n.cls == "OPERATOR" and n.type == "OPERATOR_COALESCE")
             or (n.cls in ("FUNCTION", "WINDOW") and len(n.name) == 1
-                and n.name[0].lower() in (*SAME_TYPE_CALLS, *DOUBLE_CALLS, "greatest", "least", "nullif")))
+                and n.name[0].lower() in (*SAME_TYPE_CALLS, *DOUBLE_CALLS, *_TYPED_AGGREGATES, "greatest",
+                                          "least", "nullif")))
             for n in _leaves(e))
 
     def checks(self, e: Expression) -> bool:
@@ -343,18 +404,16 @@ class _Rules(Typer):
         return texts.get(id(c), self.text[c.start : c.end])
 
     def rule(self, e: Expression, texts: dict[int, str], checked: bool) -> str | None:
-        if e.cls in ("FUNCTION", "WINDOW") and e.name == ("sum",):
-            args = window_arguments(e, [c for c in e.children if c.start >= 0], self.text) \
-                if e.cls == "WINDOW" else e.children[-1:]
-            arg = args[0] if len(args) == 1 else None
-            # (through translate's typing of sum's argument, a real as itself, and the checks)
-            while arg is not None and arg.cls == "FUNCTION" and len(arg.name) == 1 \
-                    and arg.name[0] in (SUM_ARGUMENT, FLOAT_CHECK, FLOAT_DIV) and arg.children:
-                arg = arg.children[0]
-            if arg is not None and self.kind(arg) == "real" and self._float_column_under(arg):
+        if e.cls in ("FUNCTION", "WINDOW") and len(e.name) == 1 and e.name[0].lower() in _ACCUMULATING:
+            wrapped = self.aggregate_argument(e)
+            arg = None if wrapped is None else _peeled(wrapped)
+            if e.name[0].lower() == "sum" and arg is not None and self.kind(arg) == "real" \
+                    and self._float_column_under(arg):
                 # translate refuses a visibly real argument alike (transforms._sum_of_real)
                 raise UnsupportedSQL("sum() of a real column is not supported by colmz (PostgreSQL adds "
                                      "in single precision, DuckDB in double): cast the argument to float8")
+            if arg is not None and not self.windows and self.kind(arg, pg=True) == "double":
+                return self.accumulated(e, wrapped, texts)
         if e.cls == "FUNCTION" and e.name == (NUMERIC_TEXT,) and len(e.children) == 1 \
                 and e.children[0].start >= 0 and self.kind(e.children[0], pg=True) == "double":
             # translate's text of what may be a numeric computed as a double (refused when it
@@ -394,6 +453,29 @@ class _Rules(Typer):
         return body
 
 
+    def accumulated(self, e: Expression, arg: Expression, texts: dict[int, str]) -> str:
+        # sum, avg or a variance of doubles (``e``, its argument ``arg``) with PostgreSQL's
+        # overflow check: the same call (DISTINCT, FILTER and OVER kept) of the count of
+        # the non-finite inputs, their sum and (but for sum) their squared deviations
+        marker = "\x00"
+        call = self.splice(e, {**texts, id(arg): marker})
+        x = self.child_text(arg, texts)
+        rest = call[len(e.name[0]):]
+
+        def of(fn: str, value: str) -> str:
+            return fn + rest.replace(marker, value)
+
+        result = of(e.name[0], x)
+        nonfinite = of("count", f"CASE WHEN isfinite({x}) THEN NULL ELSE {x} END")
+        name = e.name[0].lower()
+        total = result if name == "sum" else of("sum", x)
+        squares = "0" if name == "sum" else f"{of('var_pop', x)} * {of('count', x)}"
+        spread = "false" if name in ("sum", "avg") else "true"
+        # (kept for a check around it repeating it as an operand: its value, a variance's NaN)
+        out = self.rendered[(e.start, e.end)] = \
+            f"{FLOAT_ACCUM_CHECK}({result}, {nonfinite}, {total}, {squares}, {spread})"
+        return out
+
     def double_call(self, e: Expression, texts: dict[int, str]) -> str | None:
         # ceil, floor, round, trunc, sign of a real or a double: PostgreSQL has them of a
         # double only (and of a numeric): a real is cast to a double (float48 from there on),
@@ -424,6 +506,23 @@ _AGGREGATES = frozenset({
     "bool_and", "bool_or", "every", "median", "mode", "product", "any_value", "arg_min",
     "arg_max", "first", "last", "list", "fsum", "sumkahan", "kahan_sum",
 })
+
+#: Aggregates PostgreSQL computes with an overflow check over a double argument: sum
+#: (float8pl), avg and the variances (float8_accum).
+_ACCUMULATING = frozenset({"sum", "avg", "variance", "var_pop", "var_samp", "stddev", "stddev_pop",
+                           "stddev_samp"})
+#: Aggregates typed by their argument (:meth:`_Rules.kind`).
+_TYPED_AGGREGATES = _ACCUMULATING | {"min", "max"}
+
+
+def _peeled(arg: Expression) -> Expression:
+    # an aggregate's argument through translate's wrappers (sum's and avg's argument typing,
+    # the checks): the value as written
+    while arg.cls == "FUNCTION" and len(arg.name) == 1 and arg.children \
+            and arg.name[0] in (SUM_ARGUMENT, NOT_INTERVAL, FLOAT_CHECK, FLOAT_DIV):
+        arg = arg.children[0]
+    return arg
+
 
 def _leaves(e: Expression) -> list[Expression]:
     # the operands under the arithmetic subtree ``e``, every exact number literal left out

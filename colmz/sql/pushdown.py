@@ -22,9 +22,10 @@ Invariants:
 * The item is a subquery, or a CTE of the same WITH referenced once in the text (not
   MATERIALIZED, no column list, no RECURSIVE), and a plain SELECT (DISTINCT, or DISTINCT ON
   when the conjuncts read only its key columns, as PostgreSQL's ``check_output_expressions``
-  allows): no GROUP BY, HAVING, QUALIFY, window, LIMIT/OFFSET, sample, WITH, star item or
-  duplicate output name -- where moving a filter below could change which rows come out
-  (PostgreSQL does not move those either).
+  allows; GROUP BY of one grouping set, HAVING too, when they read only grouping columns,
+  which PostgreSQL pushes as a HAVING and moves to the WHERE): no grouping sets, QUALIFY,
+  window, LIMIT/OFFSET, sample, WITH, star item or duplicate output name -- where moving a
+  filter below could change which rows come out (PostgreSQL does not move those either).
 * An item's conjuncts move all or none: one reading a computed column keeps them where
   DuckDB puts them today (PostgreSQL orders such quals by cost, which colmz does not model);
   a conjunct of the item holding a subquery or a volatile call (``random()``) keeps them too.
@@ -146,12 +147,15 @@ def _push_into(text: str, q: Query, t: Table, conjuncts: list[_Conjunct], single
     if found is None:
         return None
     inner, open_, close, alias, renames = found
-    if not filter_commutes(inner) or RESERVED_PREFIX not in text[open_:close]:
+    grouped = _group_columns(inner)
+    if not (filter_commutes(inner) or grouped is not None) or RESERVED_PREFIX not in text[open_:close]:
         return None
     passed = passed_columns(inner, renames)
     if passed is None:
         return None
     keys = distinct_on_keys(inner)
+    if grouped is not None:
+        keys = grouped if keys is None else keys & grouped
     moves = []
     for c in conjuncts:
         names = [_own(now, alias, single) for _, now in c.refs]
@@ -229,6 +233,21 @@ def filter_commutes(q: Query) -> bool:
     return True
 
 
+def _group_columns(q: Query) -> frozenset[str] | None:
+    # the grouping columns of a plain GROUP BY query (one grouping set, no window, LIMIT,
+    # ``*`` or subquery item): PostgreSQL moves a filter reading only them below the
+    # grouping (a qual pushed into a grouped subquery is a HAVING, and a HAVING without
+    # aggregates moves to WHERE); None for any other query
+    if (q.type != "SELECT_NODE" or q.from_ is None or not q.group_by or len(q.grouping_sets) != 1
+            or q.qualify is not None or q.ctes or q.sampled or q.aggregate_handling != "STANDARD_HANDLING"
+            or any(m.type not in ("ORDER_MODIFIER", "DISTINCT_MODIFIER") for m in q.modifiers)):
+        return None
+    if any(n.over is not None or n.cls in ("WINDOW", "STAR") or n.subquery is not None
+           for i in q.items for n in i.walk()):
+        return None
+    return frozenset(g.name[-1].lower() for g in q.group_by if g.cls == "COLUMN_REF")
+
+
 def distinct_on_keys(q: Query) -> frozenset[str] | None:
     """The column names ``q``'s DISTINCT ON keys on (a filter reading another column would
     change which row of a key is kept); None without DISTINCT ON."""
@@ -254,10 +273,10 @@ def passed_columns(q: Query, renames: tuple[str, ...]) -> dict[str, Expression |
 
 
 def _where_point(text: str, open_: int, close: int) -> int | None:
-    # where a WHERE goes in the plain SELECT text[open_ + 1:close]: before its first ORDER BY
-    # (or WINDOW ...) at its own level, else before the closing parenthesis
+    # where a WHERE goes in the plain SELECT text[open_ + 1:close]: before its first GROUP
+    # BY or ORDER BY (or WINDOW ...) at its own level, else before the closing parenthesis
     toks = tokenize(text[open_ + 1:close])
     for j in top_level(toks, 0):
         if toks[j].kind == "word" and toks[j].upper in _AFTER_WHERE:
-            return open_ + 1 + toks[j].start if toks[j].upper == "ORDER" else None
+            return open_ + 1 + toks[j].start if toks[j].upper in ("ORDER", "GROUP") else None
     return close

@@ -216,13 +216,9 @@ def _compound(kind: str, sub, safe) -> st.SearchStrategy[str]:
     elif kind == "float":
         f = sub("float")
         options += [
-            # KNOWN: PostgreSQL's float8 * raises "value out of range: overflow" when finite
-            # operands give infinity (1e300::float8 * 1e300::float8). colmz checks arithmetic
-            # over a visible float (a float cast, a float function: colmz.sql.transforms.
-            # FLOAT_CHECK), not over float columns alone (their type is unknown when the text
-            # is translated), nor in grouped queries. Floats are not multiplied here (nums.f
-            # holds 1e300).
-            _binary(f, ["+", "-"]), _divide(f, f, ("/",)),
+            # (nums.f holds 1e300: a product overflows, or underflows, as PostgreSQL's float8
+            # operators raise "value out of range")
+            _binary(f, ["+", "-", "*"]), _divide(f, f, ("/",)),
             _binary(f, ["+"], sub("int")),
             # (by a number literal: 0 is no underflow, -1 and 0.5 no overflow)
             # (mod() and % of a float8 do not exist in PostgreSQL; colmz refuses them by name)
@@ -439,10 +435,10 @@ def queries(draw) -> str:
             arg = draw(expr(kind, cols, 1))
             fn = draw(st.sampled_from({
                 "int": ["count", "sum", "min", "max", "avg"], "bigint": ["count", "sum", "min", "max", "avg"],
-                # KNOWN: PostgreSQL's avg(float8) shares variance's accumulator (float8_accum), whose
-                # sum of squares overflows on 1e300 (nums.f): "value out of range: overflow" where
-                # colmz answers the mean. avg of floats is left out.
-                "float": ["count", "sum", "min", "max"], "numeric": ["count", "sum", "min", "max", "avg"],
+                # (avg and the variances of floats share float8_accum, whose sum of squares
+                # overflows on 1e300 beside another finite value: "value out of range: overflow")
+                "float": ["count", "sum", "min", "max", "avg", "var_pop", "stddev"],
+                "numeric": ["count", "sum", "min", "max", "avg"],
                 "text": ["count", "min", "max", "string_agg"], "bool": ["count", "bool_and", "bool_or", "every"]}[kind]))
             a = f"{fn}({arg})"
             if fn == "string_agg":
@@ -473,7 +469,7 @@ def queries(draw) -> str:
         ["row_number()", "rank()", "dense_rank()", f"lag({arg})", f"lead({arg}, 2)", f"first_value({arg})",
          f"count({arg})", f"max({arg})", f"min({arg})", "count(*)", "percent_rank()", "ntile(3)", "cume_dist()",
          f"last_value({arg})", f"nth_value({arg}, 2)", f"lag({arg}, 1, NULL)"]
-        + ([f"sum({arg})"] if kind != "text" else [])))
+        + ([f"sum({arg})"] if kind != "text" else []) + ([f"avg({arg})"] if kind == "float" else [])))
     frames = ["", " ROWS BETWEEN 1 PRECEDING AND 1 FOLLOWING", " ROWS BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW",
               " ROWS BETWEEN 2 PRECEDING AND 1 PRECEDING", " ROWS BETWEEN CURRENT ROW AND UNBOUNDED FOLLOWING",
               " GROUPS BETWEEN 1 PRECEDING AND 1 FOLLOWING", " ROWS BETWEEN 1 FOLLOWING AND 3 FOLLOWING"]

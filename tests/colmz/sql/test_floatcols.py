@@ -148,9 +148,12 @@ def test_a_derived_name_of_mixed_or_unknown_kind_is_left_alone():
         "WITH c(a) AS (SELECT k FROM t) SELECT a * 2 FROM c",  # a CTE's column list
         "SELECT a * 2 FROM t AS s(a, b)",  # a table's columns by position
         "SELECT a * 2 FROM (SELECT * FROM t) s(a, b)",  # a star's columns
-        "SELECT x * 2 FROM (SELECT var_pop(r) AS x FROM t) s",  # an aggregate but min, max, avg: not typed
+        "SELECT x * 2 FROM (SELECT corr(r, r) AS x FROM t) s",  # an aggregate not typed by its argument
     ):
         assert float_column_rules(text, cols) == text, text
+    # var_pop of a real is a double (float4_accum): its alias is typed, its arithmetic checked
+    assert float_column_rules("SELECT x * 2 FROM (SELECT var_pop(r) AS x FROM t) s", cols).startswith(
+        "SELECT __colmz_float_check(x * 2")
     assert float_column_rules("SELECT x * 2 FROM (SELECT r AS x FROM t UNION ALL SELECT r * r FROM t) s",
                               cols).startswith("SELECT __colmz_float_check(CAST(x AS DOUBLE) * 2")
 

@@ -116,3 +116,14 @@ def test_real_overflow_is_still_raised_for_an_output_row(cat):
     with pytest.raises(SQLError, match="value out of range: overflow"):
         cat.sql(f"SELECT q, y FROM {SUB} WHERE q >= 2")
     assert rows(cat, f"SELECT q, y FROM {SUB} WHERE q = 2")[0][1] == float(np.float32(1.5)) ** 2
+
+
+def test_a_filter_on_grouping_columns_moves_below_the_grouping():
+    # PostgreSQL pushes it into the grouped subquery as a HAVING, and moves a HAVING without
+    # aggregates to the WHERE: the groups it drops are never aggregated
+    assert push_filters("SELECT * FROM (SELECT k, __colmz_f(avg(f)) AS a FROM t GROUP BY k) q WHERE k % 3 = 1") == \
+        "SELECT * FROM (SELECT k, __colmz_f(avg(f)) AS a FROM t WHERE (k % 3 = 1) GROUP BY k) q WHERE true"
+    # an aggregate's column, or a grouping set, keeps it where it is
+    for text in ("SELECT * FROM (SELECT k, __colmz_f(avg(f)) AS a FROM t GROUP BY k) q WHERE a % 3 = 1",
+                 "SELECT * FROM (SELECT k, __colmz_f(avg(f)) AS a FROM t GROUP BY ROLLUP (k)) q WHERE k % 3 = 1"):
+        assert push_filters(text) == text
