@@ -2269,6 +2269,7 @@ QUERIES = [
     ('flagg_avg_where', 'SELECT k, avg(f) AS a, stddev_pop(f) AS s FROM nums WHERE k <> 3 GROUP BY k'),
     ('flagg_var_of_nan', 'SELECT var_pop(f) AS v, stddev_pop(f) AS s, var_samp(f) AS w FROM nums WHERE k = 2'),
     ('flagg_avg_filter_clause', 'SELECT k, avg(f) FILTER (WHERE f < 1e200) AS a FROM nums GROUP BY k'),
+    ('flagg_pushed_group', 'SELECT * FROM (SELECT k, avg(f) AS a FROM nums GROUP BY k) q WHERE abs(k - 1) < 1'),
     ('flagg_sum_times_fits', 'SELECT k, sum(f) * 10 AS s FROM nums WHERE k IS NOT NULL GROUP BY k ORDER BY k'),
     ('flagg_avg_of_real', 'SELECT avg(r) AS a, var_pop(r) AS v FROM reals WHERE k IN (2, 4)'),
     ('flagg_window_cumulative', 'SELECT k, x, avg(f) OVER (ORDER BY x, f, t) AS a FROM nums'),

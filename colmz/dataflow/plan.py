@@ -243,7 +243,11 @@ from colmz.dataflow.plan_nodes import (
     fused,
     with_inputs,
 )
-from colmz.dataflow.plan_pushdown import join_item_conjuncts, sql_pushed_below_sql
+from colmz.dataflow.plan_pushdown import (
+    grouped_item_conjuncts,
+    join_item_conjuncts,
+    sql_pushed_below_sql,
+)
 from colmz.dataflow.plan_reduce import ReduceLowering
 from colmz.dataflow.plan_setops import SetOpLowering
 from colmz.dataflow.plan_subqueries import SubqueryLowering
@@ -265,7 +269,7 @@ from colmz.sql.jsonb import SPELLED, jsonb_dump, jsonb_load, spell_operators
 from colmz.sql.jsonbcols import column_ref_kinds
 from colmz.sql.parse import output_names
 from colmz.sql.tokens import tokenize
-from colmz.sql.tree import Expression, Order, Query, parse_tree
+from colmz.sql.tree import Expression, Order, Query, Table, parse_tree
 
 __all__ = ["INCREMENTAL", "PER_GROUP", "PER_OUTER_KEY", "PER_PARTITION", "Aggregate", "BasicReduce", "CollatedReduce", "Comparison",
            "Constant", "Distinct", "Fallback", "Get", "GroupSql", "IsNullPredicate", "Join", "JsonbCheck", "MapFilter",
@@ -520,7 +524,7 @@ class _Planner(JoinLowering, SubqueryLowering, ReduceLowering, SetOpLowering, Wi
         windowed = any(sub.cls == "WINDOW" for e in q.items for sub in e.walk())
         # a join's subquery filtered by the conjuncts reading only its passed-through columns
         # before the join, as the recompute path (colmz.sql.pushdown) and PostgreSQL do
-        taken = join_item_conjuncts(q.from_, where, self.VOLATILE_CALLS)
+        taken = join_item_conjuncts(q.from_, where, self.VOLATILE_CALLS) or self.grouped_item_where(q.from_, where)
         self.item_where.update(taken)
         try:
             node, sources, conds = self.table(q.from_)
@@ -582,6 +586,27 @@ class _Planner(JoinLowering, SubqueryLowering, ReduceLowering, SetOpLowering, Wi
             return self.select_rest(q, node, scope, sources, aggregated, windowed, temporal, sql_items)
         finally:
             self.group_exprs = saved_groups
+
+    def grouped_item_where(self, from_: Table, where: list[Expression]) -> dict[int, list[Expression]]:
+        """``{id(from_): conjuncts}``: the ``WHERE`` conjuncts that filter the one ``FROM``
+        item ``from_`` below its grouping (``plan_pushdown.grouped_item_conjuncts``) -- a
+        grouped subquery, or a grouped CTE referenced once in the text without a column
+        list, as the recompute path (``colmz.sql.pushdown``) inlines it -- so a group they
+        drop is never computed (nor raises), as in PostgreSQL; ``{}`` when none moves."""
+        if from_.type == "SUBQUERY" and from_.subquery is not None and from_.alias:
+            item, alias = from_.subquery, from_.alias
+        elif from_.type == "BASE_TABLE" and len(from_.name) == 1 and self.cte(from_.name[0]) is not None:
+            name = from_.name[0]
+            found = self.cte(name)[1]
+            toks = tokenize(self.text)
+            if not isinstance(found, tuple) or found[2] or any(t.upper == "RECURSIVE" for t in toks) or sum(
+                    t.kind in ("word", "qident") and t.text.strip('"').lower() == name.lower() for t in toks) != 2:
+                return {}  # as colmz.sql.pushdown: a CTE it does not inline
+            item, alias = found[0], from_.alias or name
+        else:
+            return {}
+        mine = grouped_item_conjuncts(item, alias, from_.column_aliases, where, self.VOLATILE_CALLS)
+        return {id(from_): mine} if mine else {}
 
     def select_rest(self, q: Query, node: Node, scope: Scope, sources, aggregated: bool, windowed: bool,
                     temporal, sql_items) -> Node:

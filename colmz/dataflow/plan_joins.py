@@ -42,7 +42,7 @@ from colmz.dataflow.plan_nodes import (
     Union,
     fused,
 )
-from colmz.dataflow.plan_pushdown import sql_pushed_below_sql
+from colmz.dataflow.plan_pushdown import grouping_input, sql_pushed_below_sql
 from colmz.dataflow.sqlmap import SqlMapFilter as SqlMapFilterOp
 from colmz.dataflow.sqlmap import placeholder
 from colmz.order import ColumnSpec
@@ -68,7 +68,11 @@ class JoinLowering:
                 return keys, list(srcs), []
             cte = self.cte(name)
             if cte is not None:
-                return self.cte_source(cte, t.alias or name, t.column_aliases, f"WITH {name!r}")
+                node, srcs, conds = self.cte_source(cte, t.alias or name, t.column_aliases, f"WITH {name!r}")
+                taken = self.item_where.pop(id(t), None)
+                if taken:
+                    node = self.item_filtered(node, srcs, taken)
+                return node, srcs, conds
             if name not in self.schemas and name.lower() in self.schemas:
                 raise Unsupported(f"table {name!r} matched only ignoring case "
                                    "(quoted and unquoted identifiers are not told apart)")
@@ -97,27 +101,39 @@ class JoinLowering:
 
     def item_filtered(self, node: Node, sources: list[Source], where: list[Expression]) -> Node:
         """A join's ``FROM`` subquery (``node``) filtered by the outer ``WHERE``'s conjuncts
-        it takes (``plan_pushdown.join_item_conjuncts``): the native ones as a filter, the
-        others as a SQL filter moved on into the subquery's SQL segment, so its items are
-        computed only for the rows they keep (``plan_pushdown.sql_pushed_below_sql``)."""
+        it takes (``plan_pushdown.join_item_conjuncts``; or the one ``FROM`` item's, a grouped
+        subquery or CTE: ``plan_pushdown.grouped_item_conjuncts``): the native ones as a
+        filter, the others as a SQL filter moved on into the subquery's SQL segment, so its
+        items are computed only for the rows they keep (``plan_pushdown.sql_pushed_below_sql``);
+        on a grouped item's keys, below its grouping, so a group they drop is never computed."""
         scope = Scope(sources)
-        types = {c.name: c.type for c in node.schema}
         native = [c for c in where if self.native(c, scope, sources)]
         sql = [c for c in where if not any(c is x for x in native)]
         if any(x.cls == "SUBQUERY" for c in sql for x in c.walk()):
             return node  # pragma: no cover - join_item_conjuncts takes no subquery
+        self.item_placed.update(id(c) for c in where)
+        # on a grouped item's group keys: below its grouping (plan_pushdown.grouping_input)
+        found = grouping_input(node, {scope.column(r) for c in where for r in c.walk() if r.cls == "COLUMN_REF"})
+        if found is not None:
+            below, rename, rebuild = found
+            return rebuild(self.filtered(below, native, sql, lambda r: rename[scope.column(r)]))
+        return self.filtered(node, native, sql, scope.column)
+
+    def filtered(self, node: Node, native: list[Expression], sql: list[Expression], column_of) -> Node:
+        """``node`` filtered by the conjuncts ``native`` and ``sql`` (their columns ``node``'s
+        by ``column_of``), the SQL ones moved on into its SQL segment."""
+        types = {c.name: c.type for c in node.schema}
         before = node.schema
         if sql:
             names = [c.name for c in node.schema]
-            texts = tuple(self.sql_text(c, names, scope.column) for c in sql)
+            texts = tuple(self.sql_text(c, names, column_of) for c in sql)
             node = self.sql_segment(node, texts, None, [self.span(c) for c in sql])
             node = sql_pushed_below_sql(node, self.VOLATILE_CALLS)
             if node.schema != before:
                 node = fused(before, node, (), tuple((c.name, c.name) for c in before))
         if native:
-            node = fused(node.schema, node, tuple(p for c in native for p in self.predicates(c, scope.column, types)),
+            node = fused(node.schema, node, tuple(p for c in native for p in self.predicates(c, column_of, types)),
                          None)
-        self.item_placed.update(id(c) for c in where)
         return node
 
     def join(self, t: Table) -> tuple[Node, list[Source], list[Expression]]:

@@ -46,15 +46,31 @@ Invariants
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from dataclasses import replace
 
-from colmz.dataflow.plan_nodes import Distinct, MapFilter, Node, SqlMapFilter, TopK, placeholder
+from colmz.dataflow.plan_nodes import (
+    BasicReduce,
+    Distinct,
+    MapFilter,
+    Node,
+    Reduce,
+    SqlMapFilter,
+    TopK,
+    placeholder,
+)
 from colmz.sql.errors import SQLError
-from colmz.sql.pushdown import distinct_on_keys, filter_commutes, passed_columns, preserved_items
+from colmz.sql.pushdown import (
+    distinct_on_keys,
+    filter_commutes,
+    group_columns,
+    passed_columns,
+    preserved_items,
+)
 from colmz.sql.tokens import tokenize
 from colmz.sql.tree import Expression, Query, Table
 
-__all__ = ["join_item_conjuncts", "sql_pushed_below_sql"]
+__all__ = ["grouped_item_conjuncts", "grouping_input", "join_item_conjuncts", "sql_pushed_below_sql"]
 
 _PLACEHOLDER = re.compile(r'"colmz_c(\d+)"')
 #: Calls whose evaluation has an effect beyond its value: never moved.
@@ -197,39 +213,109 @@ def join_item_conjuncts(from_: Table, where: list[Expression], immovable: frozen
     out: dict[int, list[Expression]] = {}
     if from_.type != "JOIN":
         return out
-    stop = immovable | _ALWAYS_IMMOVABLE
     for item in preserved_items(from_):
-        if item.type != "SUBQUERY" or item.subquery is None or not item.alias or not filter_commutes(item.subquery):
+        if item.type != "SUBQUERY" or item.subquery is None or not item.alias:
             continue
-        outputs = _outputs(item.subquery, item.column_aliases)
-        if outputs is None:
-            continue
-        keys = distinct_on_keys(item.subquery)
-        mine = []
-        for c in where:
-            refs = [n for n in c.walk() if n.cls == "COLUMN_REF"]
-            names = [_own(r, item.alias) for r in refs]
-            if not refs or any(n is None for n in names):
-                continue  # a constant, or a conjunct reading other columns (it stays)
-            if any(n.subquery is not None or n.cls in ("SUBQUERY", "WINDOW") or n.over is not None
-                   or n.cls == "FUNCTION" and n.name and n.name[-1].lower() in stop for n in c.walk()):
-                mine = []
-                break
-            if any(outputs.get(n) is None or keys is not None and outputs[n] not in keys for n in names):
-                mine = []  # a computed column: all this item's conjuncts stay
-                break
-            mine.append(c)
+        mine = _item_conjuncts(item.subquery, item.alias, item.column_aliases, where, immovable, False)
         if mine:
             out[id(item)] = mine
     return out
 
 
+def grouped_item_conjuncts(item: Query, alias: str, renames: tuple[str, ...], where: list[Expression],
+                           immovable: frozenset[str] = frozenset()) -> list[Expression]:
+    """The conjuncts of ``where`` (the ``WHERE`` over the one ``FROM`` item ``alias``, the
+    grouped query ``item`` -- a subquery, or a CTE referenced once -- its columns renamed by
+    ``renames``) that move below its grouping (module docstring): all of them when each reads
+    only its grouping columns passed through, else none, by the recompute path's rules
+    (``colmz.sql.pushdown``); none for a query without ``GROUP BY``. ``immovable``: lower-case
+    names of volatile functions."""
+    if group_columns(item) is None:
+        return []
+    return _item_conjuncts(item, alias, renames, where, immovable, True)
 
 
-def _own(r: Expression, alias: str) -> str | None:
-    # the output name a column reference qualified by ``alias`` reads (None: another's)
+def _item_conjuncts(item: Query, alias: str, renames: tuple[str, ...], where: list[Expression],
+                    immovable: frozenset[str], single: bool) -> list[Expression]:
+    # the conjuncts of where the FROM item alias (query item) takes, all or none; single:
+    # the only FROM item (an unqualified column is its)
+    grouped = group_columns(item)
+    if not filter_commutes(item) and grouped is None:
+        return []
+    outputs = _outputs(item, renames)
+    if outputs is None:
+        return []
+    keys = distinct_on_keys(item)
+    if grouped is not None:
+        keys = grouped if keys is None else keys & grouped
+    stop = immovable | _ALWAYS_IMMOVABLE
+    mine = []
+    for c in where:
+        refs = [n for n in c.walk() if n.cls == "COLUMN_REF"]
+        names = [_own(r, alias, single) for r in refs]
+        if not refs or any(n is None for n in names):
+            continue  # a constant, or a conjunct reading other columns (it stays)
+        if any(n.subquery is not None or n.cls in ("SUBQUERY", "WINDOW") or n.over is not None
+               or n.cls == "FUNCTION" and n.name and n.name[-1].lower() in stop for n in c.walk()):
+            return []
+        if any(outputs.get(n) is None or keys is not None and outputs[n] not in keys for n in names):
+            return []  # a computed column (or no key): all this item's conjuncts stay
+        mine.append(c)
+    return mine
+
+
+def grouping_input(node: Node, columns: set[str]) -> tuple[Node, dict[str, str], Callable[[Node], Node]] | None:
+    """Where a filter on ``node``'s ``columns`` goes below the grouping ``node`` computes:
+    ``(input, names, rebuild)`` -- the grouping's input, each of ``columns`` -> the input's
+    column it is, and a function giving ``node`` rebuilt over a filtered ``input`` -- when
+    ``node`` is a :class:`~colmz.dataflow.plan_nodes.Reduce` (or a
+    :class:`~colmz.dataflow.plan_nodes.BasicReduce`) under renamings and SQL segments that
+    pass each of ``columns`` through unchanged to one of its group keys; else None. A filter
+    on group keys keeps or drops whole groups, so it commutes with the grouping, with a
+    ``HAVING`` over it and with the select list above it."""
+    path: list[Node] = []
+    names = {c: c for c in columns}
+    while True:
+        if type(node) is MapFilter:
+            if node.select is not None:
+                source = {n: s for s, n in node.select}
+                names = {c: source[n] for c, n in names.items()}
+        elif type(node) is SqlMapFilter:
+            if node.select is not None:
+                items = dict((n, text) for text, n in node.select)
+                inner = [c.name for c in node.input.schema]
+                at = {c: _PLACEHOLDER.fullmatch(items.get(n, "")) for c, n in names.items()}
+                if any(m is None for m in at.values()):
+                    return None  # a computed column
+                names = {c: inner[int(m.group(1))] for c, m in at.items()}
+        elif type(node) in (Reduce, BasicReduce):
+            keys = node.group_by if type(node) is Reduce else node.key
+            if not all(n in keys for n in names.values()):
+                return None
+            break
+        else:
+            return None
+        path.append(node)
+        node = node.input
+    path.append(node)
+
+    def rebuild(below: Node) -> Node:
+        for n in reversed(path):
+            below = replace(n, input=below)
+        return below
+
+    return node.input, names, rebuild
+
+
+
+
+def _own(r: Expression, alias: str, single: bool) -> str | None:
+    # the output name a column reference qualified by ``alias`` (or, the only FROM item's,
+    # unqualified) reads (None: another's)
     parts = [p.lower() for p in r.name]
-    return parts[1] if len(parts) == 2 and parts[0] == alias.lower() else None
+    if len(parts) == 2 and parts[0] == alias.lower():
+        return parts[1]
+    return parts[0] if single and len(parts) == 1 else None
 
 
 

@@ -51,7 +51,7 @@ from colmz.sql.tokens import closing, tokenize, top_level
 from colmz.sql.transforms import VOLATILE, all_queries, item_name
 from colmz.sql.tree import Expression, Query, Table, parse_tree
 
-__all__ = ["distinct_on_keys", "filter_commutes", "passed_columns", "preserved_items", "push_filters"]
+__all__ = ["distinct_on_keys", "filter_commutes", "group_columns", "passed_columns", "preserved_items", "push_filters"]
 
 #: Words ending a plain SELECT's FROM/WHERE (a new WHERE goes before the first).
 _AFTER_WHERE = frozenset({"ORDER", "WINDOW", "LIMIT", "OFFSET", "GROUP", "HAVING", "QUALIFY",
@@ -147,7 +147,7 @@ def _push_into(text: str, q: Query, t: Table, conjuncts: list[_Conjunct], single
     if found is None:
         return None
     inner, open_, close, alias, renames = found
-    grouped = _group_columns(inner)
+    grouped = group_columns(inner)
     if not (filter_commutes(inner) or grouped is not None) or RESERVED_PREFIX not in text[open_:close]:
         return None
     passed = passed_columns(inner, renames)
@@ -233,11 +233,11 @@ def filter_commutes(q: Query) -> bool:
     return True
 
 
-def _group_columns(q: Query) -> frozenset[str] | None:
-    # the grouping columns of a plain GROUP BY query (one grouping set, no window, LIMIT,
-    # ``*`` or subquery item): PostgreSQL moves a filter reading only them below the
-    # grouping (a qual pushed into a grouped subquery is a HAVING, and a HAVING without
-    # aggregates moves to WHERE); None for any other query
+def group_columns(q: Query) -> frozenset[str] | None:
+    """The grouping columns (lower case) of a plain ``GROUP BY`` query (one grouping set, no
+    window, LIMIT, ``*`` or subquery item): PostgreSQL moves a filter reading only them below
+    the grouping (a qual pushed into a grouped subquery is a HAVING, and a HAVING without
+    aggregates moves to WHERE); None for any other query."""
     if (q.type != "SELECT_NODE" or q.from_ is None or not q.group_by or len(q.grouping_sets) != 1
             or q.qualify is not None or q.ctes or q.sampled or q.aggregate_handling != "STANDARD_HANDLING"
             or any(m.type not in ("ORDER_MODIFIER", "DISTINCT_MODIFIER") for m in q.modifiers)):
