@@ -1,5 +1,6 @@
 """An outer ``WHERE``'s SQL conjuncts moved below the SQL segment of a ``FROM`` subquery:
-:func:`sql_pushed_below_sql`.
+:func:`sql_pushed_below_sql`; and its conjuncts on a grouped subquery's keys below the
+grouping: :func:`grouped_item_conjuncts`, :func:`grouping_input`.
 
 Design
 ------
@@ -41,6 +42,14 @@ Invariants
   read passed-through columns, or none of them moves; no subquery, window or volatile call.
   The planner filters the item by them before the join, and :func:`sql_pushed_below_sql`
   moves them on into its SQL segment.
+* A grouped ``FROM`` item (a join's, or the one item: a subquery, or a CTE referenced once
+  without a column list, as the recompute path inlines it) takes the conjuncts that read only
+  its grouping columns passed through, all or none (:func:`grouped_item_conjuncts`, the
+  recompute path's rules: PostgreSQL pushes them as a ``HAVING`` and moves that below the
+  grouping). A filter on group keys keeps or drops whole groups, so it commutes with the
+  grouping, a ``HAVING`` and the select list: the planner puts it on the grouping's input
+  (:func:`grouping_input` renames its columns to the input's), native and SQL conjuncts
+  alike, and a group it drops is never computed -- its aggregates raise no overflow.
 """
 
 from __future__ import annotations
@@ -229,7 +238,18 @@ def grouped_item_conjuncts(item: Query, alias: str, renames: tuple[str, ...], wh
     ``renames``) that move below its grouping (module docstring): all of them when each reads
     only its grouping columns passed through, else none, by the recompute path's rules
     (``colmz.sql.pushdown``); none for a query without ``GROUP BY``. ``immovable``: lower-case
-    names of volatile functions."""
+    names of volatile functions.
+
+    >>> from colmz.sql.tree import parse_tree
+    >>> def moved(text):
+    ...     q = parse_tree(text)[0]
+    ...     w = q.where.children if q.where.type == "CONJUNCTION_AND" else (q.where,)
+    ...     return [text[c.start:c.end] for c in grouped_item_conjuncts(q.from_.subquery, "u", (), list(w))]
+    >>> moved("SELECT * FROM (SELECT k, count(*) AS n FROM t GROUP BY k) u WHERE k <> 4 AND abs(u.k) < 9")
+    ['k <> 4', 'abs(u.k) < 9']
+    >>> moved("SELECT * FROM (SELECT k, count(*) AS n FROM t GROUP BY k) u WHERE k <> 4 AND n > 1")
+    []
+    """
     if group_columns(item) is None:
         return []
     return _item_conjuncts(item, alias, renames, where, immovable, True)
@@ -272,7 +292,22 @@ def grouping_input(node: Node, columns: set[str]) -> tuple[Node, dict[str, str],
     :class:`~colmz.dataflow.plan_nodes.BasicReduce`) under renamings and SQL segments that
     pass each of ``columns`` through unchanged to one of its group keys; else None. A filter
     on group keys keeps or drops whole groups, so it commutes with the grouping, with a
-    ``HAVING`` over it and with the select list above it."""
+    ``HAVING`` over it and with the select list above it.
+
+    >>> import pyarrow as pa
+    >>> from colmz.dataflow.plan_nodes import Aggregate, Get
+    >>> from colmz.order import ColumnSpec
+    >>> cols = (ColumnSpec("t.k", pa.int64()), ColumnSpec("t.f", pa.float64()))
+    >>> red = Reduce((cols[0], ColumnSpec("agg1", pa.int64())), Get(cols, "t", "t", (("k", "t.k"), ("f", "t.f"))),
+    ...              ("t.k",), (Aggregate("agg1", "count", None, "accumulable"),))
+    >>> item = MapFilter((ColumnSpec("q.k", pa.int64()), ColumnSpec("q.n", pa.int64())), red, (),
+    ...                  (("t.k", "q.k"), ("agg1", "q.n")))
+    >>> below, names, rebuild = grouping_input(item, {"q.k"})
+    >>> below is red.input, names, rebuild(below) == item
+    (True, {'q.k': 't.k'}, True)
+    >>> grouping_input(item, {"q.n"}) is None  # an aggregate: no group key
+    True
+    """
     path: list[Node] = []
     names = {c: c for c in columns}
     while True:
