@@ -30,12 +30,11 @@ from __future__ import annotations
 import functools
 
 from colmz.sql.build import splice
-from colmz.sql.errors import SQLError, UnsupportedSQL
+from colmz.sql.errors import UnsupportedSQL
 from colmz.sql.pgfuncs import ARRAY_CAT
-from colmz.sql.transforms import all_queries
 from colmz.sql.translate import ANY_TEXT
-from colmz.sql.tree import Expression, parse_tree
-from colmz.sql.typing_pass import Resolver, query_expressions
+from colmz.sql.tree import Expression
+from colmz.sql.typing_pass import rewrite_resolved
 
 __all__ = ["Relations", "array_column_rules", "array_kind"]
 
@@ -76,24 +75,7 @@ def array_column_rules(text: str, relations: Relations) -> str:
 
 @functools.lru_cache(maxsize=512)
 def _rewrite(text: str, relations: Relations) -> str:
-    try:
-        queries = parse_tree(text)
-    except SQLError:  # (not a query the tree reads: translate's or DuckDB's to refuse)
-        return text
-    resolver = Resolver(text, {name: dict(cols) for name, cols in relations}, {}, check_names=False)
-    for q in queries:
-        resolver.query(q, [], {})
-    rules = _Rules(text, resolver.out)
-    for q in queries:
-        for d in all_queries(q):
-            for root in query_expressions(d):
-                rules.find(root)
-    edits, end = [], -1
-    for a, b, new in sorted(rules.edits, key=lambda x: (x[0], -x[1])):
-        if a >= end:  # (one inside another's span: a subquery's, left as it was)
-            edits.append((a, b, new))
-            end = b
-    return splice(text, edits)
+    return rewrite_resolved(text, relations, _Rules)
 
 
 class _Rules:

@@ -48,7 +48,7 @@ import functools
 import re
 
 from colmz.sql.build import splice
-from colmz.sql.errors import SQLError, UnsupportedSQL
+from colmz.sql.errors import UnsupportedSQL
 from colmz.sql.pgfuncs import (
     INTERVAL_DIV,
     INTERVAL_MUL,
@@ -56,10 +56,10 @@ from colmz.sql.pgfuncs import (
     INTERVAL_PARTS,
     INTERVAL_PERCENTILE_CONT,
 )
-from colmz.sql.transforms import FLOAT_CHECK, NOT_INTERVAL, PERCENTILE_CONT, all_queries
+from colmz.sql.transforms import FLOAT_CHECK, NOT_INTERVAL, PERCENTILE_CONT
 from colmz.sql.translate import SUM_ARGUMENT
-from colmz.sql.tree import Expression, parse_tree
-from colmz.sql.typing_pass import Resolver, query_expressions, window_arguments
+from colmz.sql.tree import Expression
+from colmz.sql.typing_pass import rewrite_resolved, window_arguments
 
 __all__ = ["Relations", "interval_column_rules", "interval_kind"]
 
@@ -104,24 +104,7 @@ def interval_column_rules(text: str, relations: Relations) -> str:
 
 @functools.lru_cache(maxsize=512)
 def _rewrite(text: str, relations: Relations) -> str:
-    try:
-        queries = parse_tree(text)
-    except SQLError:  # (not a query the tree reads: translate's or DuckDB's to refuse)
-        return text
-    resolver = Resolver(text, {name: dict(cols) for name, cols in relations}, {}, check_names=False)
-    for q in queries:
-        resolver.query(q, [], {})
-    rules = _Rules(text, resolver.out)
-    for q in queries:
-        for d in all_queries(q):
-            for root in query_expressions(d):
-                rules.find(root)
-    edits, end = [], -1
-    for a, b, new in sorted(rules.edits, key=lambda x: (x[0], -x[1])):
-        if a >= end:  # (one inside another's span: a subquery's, left as it was)
-            edits.append((a, b, new))
-            end = b
-    return splice(text, edits)
+    return rewrite_resolved(text, relations, _Rules)
 
 
 class _Rules:

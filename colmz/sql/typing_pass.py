@@ -51,7 +51,7 @@ from __future__ import annotations
 
 import re
 
-from colmz.sql.build import RESERVED_PREFIX
+from colmz.sql.build import RESERVED_PREFIX, splice
 from colmz.sql.errors import SQLError, UnsupportedSQL
 from colmz.sql.jsonb import visibly_jsonb
 from colmz.sql.tokens import cte_columns_of, cte_definitions
@@ -66,12 +66,12 @@ from colmz.sql.transforms import (
     is_array,
     table_refs,
 )
-from colmz.sql.tree import Expression, Query
+from colmz.sql.tree import Expression, Query, parse_tree
 
 __all__ = [
     "DOUBLE_CALLS", "FLOAT_DIV", "SAME_TYPE_CALLS", "TYPE_TABLE", "Resolver", "Typer", "array_columns", "branch_items",
     "case_results", "common_kind", "cte_list_names", "derived_names", "first_branch", "numeric_cast", "output_name",
-    "query_expressions",
+    "query_expressions", "rewrite_resolved",
     "type_kind", "untyped_literal", "window_arguments",
 ]
 
@@ -427,6 +427,44 @@ def _lookup(name: tuple[str, ...], scopes: list[Scope], aliases: frozenset[str],
         if hits:  # two: ambiguous, PostgreSQL's error (DuckDB raises its own)
             return hits[0] if len(hits) == 1 else None
     return None
+
+
+def rewrite_resolved(text: str, relations, rules) -> str:
+    """``text`` with the edits of a rule pass over its tree: every column reference resolved
+    (:class:`Resolver`, ``relations`` as ``(name, ((column, kind), ...))`` pairs), then
+    ``rules(text, resolved)`` -- an object whose ``find(root)`` adds ``(start, end, new)`` to
+    its ``edits`` -- run on every expression root of every query; an edit inside another's
+    span is left out (the outer one rewrote it). A text the tree does not read is returned
+    as it is (translate's or DuckDB's to refuse).
+
+    >>> class Upper:
+    ...     def __init__(self, text, resolved):
+    ...         self.resolved, self.edits = resolved, []
+    ...     def find(self, e):
+    ...         if self.resolved.get((e.start, e.end)) == "x":  # (b's kind is not known)
+    ...             self.edits.append((e.start, e.end, text[e.start:e.end].upper()))
+    >>> text = "SELECT a, b FROM t"
+    >>> rewrite_resolved(text, (("t", (("a", "x"), ("b", None))),), Upper)
+    'SELECT A, b FROM t'
+    """
+    try:
+        queries = parse_tree(text)
+    except SQLError:
+        return text
+    resolver = Resolver(text, {name: dict(cols) for name, cols in relations}, {}, check_names=False)
+    for q in queries:
+        resolver.query(q, [], {})
+    found = rules(text, resolver.out)
+    for q in queries:
+        for d in all_queries(q):
+            for root in query_expressions(d):
+                found.find(root)
+    edits, end = [], -1
+    for a, b, new in sorted(found.edits, key=lambda x: (x[0], -x[1])):
+        if a >= end:  # (one inside another's span: a subquery's, left as it was)
+            edits.append((a, b, new))
+            end = b
+    return splice(text, edits)
 
 
 def query_expressions(q: Query):
