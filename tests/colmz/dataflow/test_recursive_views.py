@@ -23,6 +23,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from sql_oracle import norm, require, same
 from test_maintained import contents, views_of
+from test_views_postgres import commit_each
 
 import colmz
 from colmz.catalog.durable import Catalog
@@ -149,20 +150,6 @@ FIXED_SCRIPT = [
     ["DELETE FROM e", "DELETE FROM d"],
     [insert("e", [(1, 1)]), insert("d", [(5, 6)])],
 ]
-
-
-def commit_each(script, after, *targets) -> None:
-    """Each commit of ``script`` (lists of statements) in every target -- a PostgreSQL
-    connection statement by statement, a catalog as one commit -- then ``after(text)``."""
-    for stmts in script:
-        text = "; ".join(stmts)
-        for t in targets:
-            if isinstance(t, colmz.Catalog):
-                t.execute(text)
-            else:
-                for s in stmts:
-                    t.execute(s)
-        after(text)
 
 
 def test_fixed_script_equals_the_recompute_after_every_commit():
