@@ -2152,4 +2152,32 @@ QUERIES = [
     ('hunt2_concat_jsonb_arrow', "SELECT body || (body -> 'tags') AS a FROM docs ORDER BY id"),
     ('hunt2_concat_jsonb_choices', 'SELECT (\'{"a": 1}\'::jsonb || \'{"b": 1}\'::jsonb) || CASE WHEN true THEN \'{"c": 1}\'::jsonb END AS a, (\'[1]\'::jsonb || \'[2]\'::jsonb) || coalesce(\'null\'::jsonb, \'{}\'::jsonb) AS b'),
     ('hunt2_arrow_concat_arrow', "SELECT body -> 'a' || body -> 'a' AS a FROM docs"),
+    # --- hunt3: differences the generator widened to units, casts and window defaults found (fixed or refused)
+    ('hunt3_initcap_c_locale', "SELECT initcap('é-école x_y') AS a, initcap(name || ' ' || city) AS b FROM people ORDER BY id"),
+    ('hunt3_extract_second_spellings', "SELECT id, extract(seconds FROM ts) AS a, extract(secs FROM INTERVAL '1.25 seconds') AS b, "
+                                       "extract(ms FROM ts + INTERVAL '0.0005 seconds') AS c, extract(s FROM ts) AS d FROM orders ORDER BY id"),
+    ('hunt3_unit_spellings', "SELECT extract(qtr FROM DATE '2024-05-01') AS a, date_trunc('qtr', TIMESTAMP '2024-05-01 10:00') AS b, "
+                             "extract(j FROM DATE '2024-02-29') AS c"),
+    ('hunt3_date_trunc_of_min_max', 'SELECT date_trunc(\'day\', max(ts)) AS a, date_trunc(\'month\', min(joined)) AS b FROM orders, people'),
+    ('hunt3_date_trunc_of_window', "SELECT date_trunc('day', first_value(ts) OVER (ORDER BY id)) AS a FROM orders"),
+    ('hunt3_extract_of_aggregate', 'SELECT extract(hour FROM max(ts)) AS a, extract(epoch FROM min(ts)) AS b FROM orders'),
+    ('hunt3_lag_numeric_default', 'SELECT id, lag(age, 1, 2.5) OVER (ORDER BY id) AS a, lag(score, 1, 0.5) OVER (ORDER BY id) AS b, '
+                                  'lead(age, 2, -1.25) OVER (PARTITION BY city ORDER BY id) AS c FROM people ORDER BY id'),
+    ('hunt3_casts_that_exist', "SELECT id, (age > 30)::int AS a, 1::boolean AS b, row_number() OVER (ORDER BY id)::bigint AS c, "
+                               "'yes'::boolean AS d, to_jsonb(age) AS e FROM people ORDER BY id"),
+    ('hunt3_timestamptz_to_time', "SELECT (TIMESTAMPTZ '2024-01-01 10:00:00+02')::time AS a"),
+    ('hunt3_fail_extract_hour_of_date', 'SELECT extract(hour FROM joined) AS a FROM people'),
+    ('hunt3_fail_extract_second_of_date', "SELECT extract(second FROM DATE '2024-01-01') AS a"),
+    ('hunt3_fail_extract_zone_of_timestamp', 'SELECT extract(timezone FROM ts) AS a FROM orders'),
+    ('hunt3_fail_extract_hour_of_max_date', 'SELECT extract(hour FROM max(joined)) AS a FROM people'),
+    ('hunt3_fail_date_trunc_week_of_interval', 'SELECT date_trunc(\'week\', d) AS a FROM ivals'),
+    ('hunt3_fail_date_trunc_dow', 'SELECT date_trunc(\'dow\', ts) AS a FROM orders'),
+    ('hunt3_fail_date_trunc_epoch_of_date', 'SELECT date_trunc(\'epoch\', joined) AS a FROM people'),
+    ('hunt3_fail_boolean_to_bigint', 'SELECT (age > 30)::bigint AS a FROM people'),
+    ('hunt3_fail_bigint_to_boolean', 'SELECT x::boolean AS a FROM nums'),
+    ('hunt3_fail_numeric_to_boolean', 'SELECT 1.5::boolean AS a'),
+    ('hunt3_fail_float_to_boolean', 'SELECT f::boolean AS a FROM nums'),
+    ('hunt3_fail_integer_to_jsonb', 'SELECT age::jsonb AS a FROM people'),
+    ('hunt3_fail_literal_to_jsonb', 'SELECT true::jsonb AS a'),
+    ('hunt3_fail_nth_value_zero', 'SELECT id, nth_value(age, 0) OVER (ORDER BY id) AS a FROM people'),
 ]

@@ -156,6 +156,7 @@ from colmz.sql.tree import Expression, Query, Table, parse_tree
 __all__ = [
     "CALLS",
     "CALL_MACROS",
+    "CAST_CHECK",
     "CHECKED_MATH",
     "CONCAT_BY_KIND",
     "DATE_AS_TIMESTAMPTZ",
@@ -169,6 +170,7 @@ __all__ = [
     "REAL_WIDEN",
     "REGEXP_MATCH",
     "TYPE_SPELLINGS",
+    "UNIT_CHECK",
     "VOLATILE",
     "TRANSFORM_FUNCTIONS",
     "TRANSFORM_MACROS",
@@ -347,11 +349,52 @@ def _to_hex(c: Call) -> str:
 
 @_plain(2)
 def _extract(c: Call) -> str | None:
-    # PostgreSQL's seconds keep their fraction; DuckDB's second is whole.
     unit = c.arguments[0].literal
-    if unit is not None and unit.text.lower() == "second":
-        return f"(date_part('microsecond', {c.args[1]}) / 1000000.0)"
-    return None
+    if unit is None or unit.kind != "STRING":
+        return None
+    u = unit.text.strip().lower().replace("'", "''")
+    x = _unit_checked(c.args[1], u, "supported", "".join(
+        t for t, units in (("d", _TIME_UNITS), ("t", _ZONE_UNITS), ("i", _NOT_INTERVAL_UNITS)) if u in units))
+    # PostgreSQL's seconds and milliseconds keep their fraction; DuckDB's are whole.
+    if u in _SECOND_UNITS or u in _MILLI_UNITS:
+        return f"(date_part('microsecond', {x}) / {'1000000.0' if u in _SECOND_UNITS else '1000.0'})"
+    return f"date_part('{_UNIT_SPELLINGS.get(u, u)}', {x})"
+
+
+def _unit_checked(x: str, unit: str, verb: str, bad: str) -> str:
+    # ``x`` raising PostgreSQL's error where its type is one of ``bad`` (date, timestamp,
+    # timestamptz, interval by their first letters: d, t, z, i) and a row reaches it
+    return f"{UNIT_CHECK}({x}, '\"{unit}\" not {verb}', '{bad}')" if bad else x
+
+
+#: PostgreSQL's units of ``extract`` and ``date_trunc`` that a date, a timestamp without
+#: time zone or an interval does not have (``extract(hour FROM date)`` raises there; DuckDB
+#: answers 0), and its spellings DuckDB lacks.
+_SECOND_UNITS = frozenset({"second", "seconds", "sec", "secs", "s"})
+_MILLI_UNITS = frozenset({"millisecond", "milliseconds", "ms", "msec", "msecs", "msecond", "mseconds",
+                          "millisecon"})
+_ZONE_UNITS = frozenset({"timezone", "timezone_hour", "timezone_minute", "timezone_h", "timezone_m"})
+_TIME_UNITS = _SECOND_UNITS | _MILLI_UNITS | _ZONE_UNITS | frozenset({
+    "microsecond", "microseconds", "us", "usec", "usecs", "usecond", "useconds", "microsecon",
+    "minute", "minutes", "min", "mins", "m", "hour", "hours", "h", "hr", "hrs"})
+_NOT_INTERVAL_UNITS = _ZONE_UNITS | frozenset({"dow", "isodow", "doy", "week", "weeks", "w", "isoyear",
+                                              "julian", "j"})
+_UNIT_SPELLINGS = {"qtr": "quarter", "j": "julian"}
+#: The units ``date_trunc`` has (others, ``dow`` or ``epoch``, raise in PostgreSQL; DuckDB
+#: truncates by them); a week only for a date or timestamp.
+_TRUNC_UNITS = (frozenset({"microsecond", "microseconds", "us", "usec", "usecs", "usecond", "useconds",
+                           "millisecond", "milliseconds", "ms", "msec", "msecs", "msecond", "mseconds",
+                           "minute", "minutes", "min", "mins", "m", "hour", "hours", "h", "hr", "hrs",
+                           "day", "days", "d", "month", "months", "mon", "mons", "quarter", "qtr",
+                           "year", "years", "y", "yr", "yrs", "decade", "decades", "dec", "decs"})
+                | _SECOND_UNITS)
+_WEEK_UNITS = frozenset({"week", "weeks", "w"})
+
+#: The macro :func:`_unit_checked` writes (:data:`TRANSFORM_MACROS`), and the types it
+#: tells apart: (letter, DuckDB's name, PostgreSQL's).
+UNIT_CHECK = RESERVED_PREFIX + "unit_check"
+_UNIT_TYPES = (("d", "DATE", "date"), ("t", "TIMESTAMP", "timestamp without time zone"),
+               ("z", "TIMESTAMP WITH TIME ZONE", "timestamp with time zone"), ("i", "INTERVAL", "interval"))
 
 
 _NEGATIVE_LENGTH = "error('negative substring length not allowed')"
@@ -482,14 +525,29 @@ def _round_places(x: str, places: Expression) -> str:
     return f"(round({x}, {n}) + CAST(0 AS DECIMAL({n + 1},{n})))"
 
 
-@_plain()
-def _generate_series(c: Call) -> str:
+def _generate_series(c: Call) -> str | None:
+    if c.table:  # a FROM item: its rows as they are (the rest of its text kept)
+        a = c.arguments
+        if len(a) != 3 or a[-1].end < 0:
+            return None
+        return f"generate_series({', '.join(_series_bounds(c))}{c.span_text(a[-1].end, c.node.end)}"
+    if not c.plain:
+        return None
     if c.inside:
         raise UnsupportedSQL(f"generate_series() inside {c.inside} is not supported by colmz "
                              "(PostgreSQL does not allow set-returning functions there)")
     # A set-returning function in PostgreSQL (a row per value); DuckDB's scalar
     # generate_series returns one list, which unnest spreads into those rows.
-    return f"unnest(generate_series({', '.join(c.args)}))"
+    return f"unnest(generate_series({', '.join(_series_bounds(c))}))"
+
+
+def _series_bounds(c: Call) -> list[str]:
+    # PostgreSQL has no generate_series of dates: with a step (an interval) dates are read
+    # as timestamptz, its preferred datetime type (DuckDB's series of dates is a timestamp's)
+    args = c.args
+    if len(args) == 3 and not any(_binds_late(a) for a in c.arguments[:2]):
+        args[:2] = (f"{DATE_AS_TIMESTAMPTZ}({a})" for a in args[:2])
+    return args
 
 
 def _third_argument(c: Call) -> str | None:
@@ -568,12 +626,33 @@ _POLYMORPHIC = {
 }
 
 
+_OVER = re.compile(r"\bOVER\b", re.IGNORECASE)
+
+
 def _polymorphic(c: Call) -> str | None:
     # the first argument, right after the call's parenthesis
     first = c.first_argument
     if first is not None and first.literal is not None and first.literal.kind in ("STRING", "NULL_LITERAL") \
             and c.text[: first.start].rstrip().endswith("("):
         raise SQLError(f"{_POLYMORPHIC[c.name]}: {c.name}({_written(c.text, first)}...)")
+    if not c.window or c.name not in ("lag", "lead", "nth_value"):
+        return None
+    # the call's own arguments: the children before OVER (the others are its window's)
+    m = _OVER.search(c.text, c.node.start, c.node.end)
+    over = m.start() if m else c.node.end
+    args = sorted((k for k in c.node.children if k.start >= 0 and k.end <= over), key=lambda k: k.start)
+    if c.name == "nth_value":
+        n = args[-1].literal if args else None  # (the position: its value may be unplaced, overlay(...))
+        if n is not None and n.kind == "INTEGER" and int(n.text) <= 0:
+            raise SQLError("argument of nth_value must be greater than zero")
+        return None
+    if len(args) == 3 and args[2].literal is not None and args[2].literal.kind == "NUMERIC":
+        # PostgreSQL's result is the common type of the value and a default (an integer
+        # with 2.5 is numeric); DuckDB's is the value's, the default cast to it (3): the
+        # value is read as the common type (a list of both has it).
+        value, offset, default = (c.text_of(k) for k in args)
+        return (f"{c.name}(list_value({value}, {default})[1], {offset}, {default}"
+                + c.span_text(args[2].end, c.node.end))
     return None
 
 
@@ -1515,7 +1594,46 @@ def _cast(c: Call) -> str | None:
     from colmz.sql.translate import cast_rewrite  # translate imports this module
 
     x, t = c.node.children
-    return cast_rewrite(c.text_of(x), _type_text(t, c.text).upper(), c.reads_numeric(x))
+    target = _type_text(t, c.text)
+    cast = cast_rewrite(c.text_of(x), target.upper(), c.reads_numeric(x))
+    return _cast_checked(x, c, target, cast)
+
+
+def _cast_checked(x: Expression, c: Call, target: str, cast: str | None) -> str | None:
+    # The cast ``cast`` (its text; None: as written) of the operand ``x`` raising
+    # PostgreSQL's "cannot cast type ..." for a row whose type PostgreSQL has no cast of to
+    # ``target`` (DuckDB casts a bigint or a double to boolean, a boolean to bigint, any value
+    # to JSON), through CAST_CHECK; the cast itself where no type is refused or the
+    # operand's type shows and is not refused. A literal or a cast whose type is refused
+    # raises here, as PostgreSQL's parser does. (The cast stays whole inside the check: later
+    # passes read it.)
+    target = TYPE_SPELLINGS.get(target, target)
+    bad = _CAST_REFUSED.get(target)
+    if bad is None:
+        return cast
+    if x.literal is not None:
+        shown = _LITERAL_TYPES.get(x.literal.kind)
+    elif _is_cast(x, c.text) and not x.children[1].children:
+        shown = TYPE_SPELLINGS.get(_type_text(x.children[1], c.text), "")
+    else:
+        return f"{CAST_CHECK}({c.by(None) if cast is None else cast}, {c.text_of(x)}, '{target}', '{bad}')"
+    if shown in _CAST_LETTERS and _CAST_LETTERS[shown] in bad:
+        raise SQLError(f"cannot cast type {shown} to {target}")
+    return cast
+
+
+#: The macro :func:`_cast_checked` writes (:data:`TRANSFORM_MACROS`), and the types
+#: it tells apart: (letter, DuckDB's name, PostgreSQL's).
+CAST_CHECK = RESERVED_PREFIX + "cast_check"
+_CAST_TYPES = (("b", "BOOLEAN", "boolean"), ("s", "SMALLINT", "smallint"), ("4", "INTEGER", "integer"),
+               ("l", "BIGINT", "bigint"), ("n", "DECIMAL(%)", "numeric"), ("f", "DOUBLE", "double precision"),
+               ("r", "FLOAT", "real"), ("d", "DATE", "date"), ("t", "TIMESTAMP", "timestamp without time zone"),
+               ("z", "TIMESTAMP WITH TIME ZONE", "timestamp with time zone"), ("i", "INTERVAL", "interval"))
+_CAST_LETTERS = {pg: k for k, _, pg in _CAST_TYPES}
+#: The source types (:data:`_CAST_TYPES`' letters) PostgreSQL has no cast of to a target.
+_CAST_REFUSED = {"boolean": "slnfrdtzi", "smallint": "b", "bigint": "b", "jsonb": "bs4lnfrdtzi"}
+#: The type of a literal of each kind (a string's or NULL's is the cast's: none here).
+_LITERAL_TYPES = {"INTEGER": "integer", "NUMERIC": "numeric", "BOOLEAN": "boolean"}
 
 
 #: Type names DuckDB spells otherwise: colmz stores jsonb as JSON text and Materialize's
@@ -1647,7 +1765,7 @@ def _json_cast(c: Call) -> str | None:
         return None
     if x.literal is None or x.literal.kind != "STRING":
         # any other value (a json or text column, a json cast) read as jsonb when it runs
-        return f"CAST({JSONB_IN}(CAST({c.text_of(x)} AS VARCHAR)) AS JSON)"
+        return _cast_checked(x, c, "jsonb", f"CAST({JSONB_IN}(CAST({c.text_of(x)} AS VARCHAR)) AS JSON)")
     try:
         norm = jsonb_text(x.literal.text)
     except ValueError:
@@ -2041,9 +2159,50 @@ def _date_trunc(c: Call) -> str:
     if unit is not None and unit.kind == "STRING" and unit.text.strip().lower() in _ORDINAL_UNITS:
         # PostgreSQL's centuries and millennia start at a year 1 (2001, 1901), DuckDB's at 0
         raise UnsupportedSQL(f"date_trunc('{unit.text}', ...) is not supported by colmz ({_ORDINAL_REASON})")
-    # a unit known only when the query runs is refused then (DATE_TRUNC_UNIT)
-    text = c.args[0] if unit is not None else f"{DATE_TRUNC_UNIT}({c.args[0]})"
-    return f"date_trunc({text}, {DATE_AS_TIMESTAMPTZ}({c.args[1]}))"
+    operand = c.arguments[1]
+    if _binds_late(operand):
+        # DuckDB picks the typed macro's overload before it binds an aggregate or a window
+        # function (max(ts) took the date's: a timestamptz): min and max commute with the
+        # truncation (it keeps the order), so they take it inside; others are refused
+        n = operand
+        if n.cls == "FUNCTION" and len(n.name) == 1 and n.name[0].lower() in ("min", "max") and not (
+                n.filter is not None or n.order_by or n.distinct) and len(n.children) == 1 and n.start >= 0:
+            inner = _date_trunc_text(c, unit, c.text_of(n.children[0]))
+            return f"{n.name[0]}({inner})"
+        raise UnsupportedSQL("date_trunc() of an aggregate or window function other than min or max is not "
+                             "supported by colmz (DuckDB cannot tell a date from a timestamp there): truncate "
+                             "inside it, e.g. first_value(date_trunc('day', ts)) OVER (...)")
+    return _date_trunc_text(c, unit, c.args[1])
+
+
+def _binds_late(e: Expression) -> bool:
+    # Whether ``e`` holds a window function or a call of an aggregate (by name, or by its
+    # FILTER, ORDER BY or DISTINCT), which DuckDB binds after a macro's overload is chosen
+    return any(n.cls == "WINDOW" or (n.cls == "FUNCTION" and len(n.name) == 1 and (
+        n.name[0].lower() in _LATE_AGGREGATES or n.filter is not None or n.order_by or n.distinct))
+        for n in e.walk())
+
+
+#: Aggregates (their names) :func:`_binds_late` knows.
+_LATE_AGGREGATES = frozenset({"min", "max", "any_value", "first", "last", "arbitrary", "mode", "arg_min",
+                              "arg_max", "min_by", "max_by", "percentile_disc", "quantile_disc"})
+
+
+def _date_trunc_text(c: Call, unit, operand: str) -> str:
+    # date_trunc of ``operand`` by ``unit`` (the unit's literal node or None), its date read
+    # as a timestamptz
+    x = f"{DATE_AS_TIMESTAMPTZ}({operand})"
+    if unit is None:
+        # a unit known only when the query runs is refused then (DATE_TRUNC_UNIT)
+        return f"date_trunc({DATE_TRUNC_UNIT}({c.args[0]}), {x})"
+    if unit.kind != "STRING":
+        return f"date_trunc({c.args[0]}, {x})"
+    u = unit.text.strip().lower().replace("'", "''")
+    if u in _WEEK_UNITS:
+        x = _unit_checked(x, u, "supported", "i")
+    elif u not in _TRUNC_UNITS and u not in _ZONE_UNITS:  # (DuckDB has no zone unit either)
+        x = _unit_checked(x, u, "recognized", "dtzi")
+    return f"date_trunc('{_UNIT_SPELLINGS.get(u, u)}', {x})"
 
 
 #: The units naming centuries and millennia, in PostgreSQL's or DuckDB's spelling (both take
@@ -2102,6 +2261,13 @@ AGG_ARRAYS_ERRORS = ("cannot accumulate null arrays", "cannot accumulate empty a
 
 #: Macros and Python functions the rules above call (defined on every colmz connection by
 #: :func:`colmz.sql.connect`, with :data:`colmz.sql.translate.MACROS`).
+def _type_case(types, i: int) -> str:
+    # SQL of field ``i`` of the entry of ``types`` (letter, DuckDB's type name as a LIKE
+    # pattern, PostgreSQL's name) whose pattern x's type matches ('-' for none)
+    whens = " ".join(f"WHEN typeof(x) LIKE '{t[1]}' THEN '{t[i]}'" for t in types)
+    return f"CASE {whens} ELSE '-' END"
+
+
 TRANSFORM_MACROS = (
     *(f"CREATE OR REPLACE MACRO {macro}(x) AS CASE WHEN typeof(x) = 'VARCHAR' AND "
       f"isinf(TRY_CAST(CAST(x AS VARCHAR) AS {'REAL' if name == 'real' else 'DOUBLE'})) AND NOT "
@@ -2145,6 +2311,13 @@ TRANSFORM_MACROS = (
     "true)) END",
     f"CREATE OR REPLACE MACRO {AGG_ARRAYS}_first(r, n, d) AS CASE WHEN n > 0 AND (d IS NULL OR d = 0 OR n < d) "
     f"THEN error('{AGG_ARRAYS_ERRORS[0]}') WHEN d > 0 THEN error('{AGG_ARRAYS_ERRORS[2]}') ELSE r END",
+    # (typeof, not typed overloads: DuckDB picks an overload before it binds an aggregate or
+    # window argument, by no type of it)
+    f"CREATE OR REPLACE MACRO {UNIT_CHECK}(x, w, bad) AS CASE WHEN x IS NOT NULL AND contains(bad, "
+    f"{_type_case(_UNIT_TYPES, 0)}) THEN error('unit ' || w || ' for type ' || {_type_case(_UNIT_TYPES, 2)}) "
+    "ELSE x END",
+    f"CREATE OR REPLACE MACRO {CAST_CHECK}(r, x, t, bad) AS CASE WHEN contains(bad, {_type_case(_CAST_TYPES, 0)}) "
+    f"THEN error('cannot cast type ' || {_type_case(_CAST_TYPES, 2)} || ' to ' || t) ELSE r END",
     f"CREATE OR REPLACE MACRO {DATE_TRUNC_UNIT}(u) AS CASE WHEN lower(u) IN "
     f"({', '.join(repr(x) for x in sorted(_ORDINAL_UNITS))}) THEN error('date_trunc(''' || u || "
     f"''', ...) is not supported by colmz ({_ORDINAL_REASON.replace(chr(39), chr(39) * 2)})') ELSE u END",
@@ -2716,6 +2889,16 @@ _when((*_ARITH_OPS, "COMPARISON"), _real_mixed, lambda e, w: _real_operator(e) i
 # PostgreSQL's ^ is its power(): its domain errors, not DuckDB's NaN or infinity
 _when(("^",), lambda c: f"{CHECKED_MATH['power']}({c.args[0]}, {c.args[1]})",
       lambda e, w: e.cls == "FUNCTION" and len(e.children) == 2, ops=("^",))
+# PostgreSQL's prefix |/ and ||/ are its sqrt() (its domain error) and cbrt(); DuckDB has neither
+_when(("|/",), lambda c: f"{CHECKED_MATH['sqrt']}({c.args[0]})",
+      lambda e, w: e.cls == "FUNCTION" and len(e.children) == 1, ops=("|/",))
+_when(("||/",), lambda c: f"cbrt({c.args[0]})", lambda e, w: e.cls == "FUNCTION" and len(e.children) == 1,
+      ops=("||/",))
+# DuckDB reads n ! as factorial(n); PostgreSQL 14 removed its postfix operators (a syntax error)
+_when(("factorial",), _refuse("the postfix operator ! is not supported by colmz (PostgreSQL has none since "
+                              "version 14): write factorial(n)"),
+      lambda e, w: (t := w.token_at(e)[0]) is not None and not (t.kind in ("word", "qident")
+                                                                and t.name == "factorial"), ops=("!",))
 # (a row comparison is triggered by _MAY_COMPARE_ROWS, read in may_transform)
 _entry(("COMPARISON", *_ROW_TESTS, "COMPARE_IN", "OPERATOR_NOT", "SUBQUERY"))(_node_rule)
 # (and varchar(n), varying(n): may_transform reads the "(")

@@ -79,7 +79,7 @@ def test_corpus_against_postgres(both):
 
 @pytest.mark.parametrize("prefix, least", [("jn_fail", 8), ("oname_fail", 7), ("tn_fail", 1), ("tj_fail", 3),
                                            ("gap_fail", 16), ("mzf_fail", 7),
-                                           ("aggarr_fail", 3), ("err_fail", 7)])
+                                           ("aggarr_fail", 3), ("err_fail", 7), ("hunt3_fail", 14)])
 def test_errors_are_postgresqls(both, prefix, least):
     # The corpus's jn_fail_* queries (a cast of ->> / #>> text that PostgreSQL refuses),
     # oname_fail_* (an output name where PostgreSQL sees none), tn_fail_* (a text column read
@@ -88,7 +88,8 @@ def test_errors_are_postgresqls(both, prefix, least):
     # PostgreSQL's grammar or types refuse, ragged ARRAY[a, b], jsonb non-numbers to numeric) too;
     # mzf_fail_* (date_bin's strides, interval / 0, an interval out of range, decode's input) too,
     # aggarr_fail_* (array_agg of arrays of different shapes, NULL or empty) and err_fail_*
-    # (division by zero, colmz's checked math) too.
+    # (division by zero, colmz's checked math) too, and hunt3_fail_* (extract's and date_trunc's
+    # units a type lacks, casts PostgreSQL has not, nth_value's position).
     import psycopg
 
     from colmz.sql import SQLError
