@@ -2180,4 +2180,13 @@ QUERIES = [
     ('hunt3_fail_integer_to_jsonb', 'SELECT age::jsonb AS a FROM people'),
     ('hunt3_fail_literal_to_jsonb', 'SELECT true::jsonb AS a'),
     ('hunt3_fail_nth_value_zero', 'SELECT id, nth_value(age, 0) OVER (ORDER BY id) AS a FROM people'),
+    ('hunt3_regexp_match_c_locale', "SELECT id, regexp_match('é1', '\\w') AS a, regexp_match('ÉCOLE', 'é', 'i') AS b, "
+                                    "regexp_match(name || ' é', '\\s\\W') AS c FROM people ORDER BY id"),
+    ('hunt3_regexp_replace_ci_non_ascii', "SELECT regexp_replace('ÉCOLE', 'é', 'e', 'i') AS a"),
+    ('hunt3_regex_back_reference', "SELECT name ~ '(.)\\1' AS a FROM people"),
+    ('hunt3_regex_word_boundary', "SELECT 'foo bar' ~ '\\mbar' AS a, 'abc' ~ '(?=b)' AS b"),
+    ('hunt3_root_operators', 'SELECT id, |/ 16 AS a, ||/ 27 AS b, |/ age AS c, ||/ -8.0 AS d FROM people ORDER BY id'),
+    ('hunt3_postfix_factorial', 'SELECT 5 ! AS a'),
+    ('hunt3_generate_series_dates', "SELECT generate_series(DATE '2024-01-01', DATE '2024-01-05', INTERVAL '2 days') AS a"),
+    ('hunt3_fail_root_of_negative', 'SELECT |/ -4 AS a'),
 ]

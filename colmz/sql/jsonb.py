@@ -525,15 +525,17 @@ def initcap(s: str) -> str:
 
 
 def regexp_match(s: str, pattern: str, flags: str) -> list | None:
-    """PostgreSQL's ``regexp_match``: the first match's capture groups (the whole match when
+    r"""PostgreSQL's ``regexp_match``: the first match's capture groups (the whole match when
     the pattern has none) as a text array, None when nothing matches.
 
     >>> regexp_match("foobarbequebaz", "(bar)(beque)", ""), regexp_match("abc", "B", "i")
     (['bar', 'beque'], ['b'])
-    >>> regexp_match("abc", "x", "") is None
-    True
+    >>> regexp_match("abc", "x", "") is None, regexp_match("é1", r"\w", ""), regexp_match("É", "é", "i")
+    (True, ['1'], None)
     """
-    options = re.S
+    # (re.ASCII: the C locale's classes and case folding, ASCII letters only, as PostgreSQL's
+    # and RE2's: \\w is no é there, and é matches no É)
+    options = re.S | re.ASCII
     for f in flags:
         if f == "i":
             options |= re.I

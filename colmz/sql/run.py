@@ -281,6 +281,12 @@ _ERRORS = (
                 r"\"(.*?)\", expected format", re.DOTALL), UnsupportedSQL,
      lambda m: f"the {m.group(1) or m.group(2)} text '{m.group(3)}' is not supported by colmz (DuckDB reads ISO "
                "forms only, e.g. YYYY-MM-DD HH:MM:SS; PostgreSQL reads more)"),
+    # PostgreSQL's regular expressions (ARE) have back references, lookahead and \m \M \y
+    # word boundaries; RE2 has none
+    (re.compile(r"Invalid Input Error: (invalid escape sequence: \\\w|invalid perl operator: \(\?[=!<])"),
+     UnsupportedSQL, lambda m: f"a regular expression with {m.group(1).split(': ')[1]} (a back reference, "
+                               "lookaround or word boundary of PostgreSQL's regular expressions) is not "
+                               "supported by colmz (DuckDB's RE2 has none)"),
     # PostgreSQL's syntax DuckDB's parser lacks
     (re.compile(r'Parser Error: syntax error at or near "(OVERLAPS)"|Parser Error: syntax error at or near "WITH"'
                 r".*?(FETCH) FIRST .*? WITH TIES", re.DOTALL), UnsupportedSQL,

@@ -525,14 +525,8 @@ def _round_places(x: str, places: Expression) -> str:
     return f"(round({x}, {n}) + CAST(0 AS DECIMAL({n + 1},{n})))"
 
 
-def _generate_series(c: Call) -> str | None:
-    if c.table:  # a FROM item: its rows as they are (the rest of its text kept)
-        a = c.arguments
-        if len(a) != 3 or a[-1].end < 0:
-            return None
-        return f"generate_series({', '.join(_series_bounds(c))}{c.span_text(a[-1].end, c.node.end)}"
-    if not c.plain:
-        return None
+@_plain()
+def _generate_series(c: Call) -> str:
     if c.inside:
         raise UnsupportedSQL(f"generate_series() inside {c.inside} is not supported by colmz "
                              "(PostgreSQL does not allow set-returning functions there)")
@@ -2067,6 +2061,8 @@ def _regexp_replace(c: Call) -> str | None:
             raise UnsupportedSQL("regexp_replace(..., 'g') with a pattern that may match an empty string "
                                  "(or is not a literal) is not supported by colmz (PostgreSQL and RE2 "
                                  "replace empty matches after a match differently)")
+        if "i" in flags and pattern is not None and pattern.kind == "STRING" and not pattern.text.isascii():
+            raise UnsupportedSQL(_CASE_FOLD_REFUSAL)
     else:
         flags = "s"
     x, p, r = c.args[:3]
@@ -2128,6 +2124,11 @@ def _regexp_not(c: Call) -> str | None:
     return None if inner is None else f"(NOT {inner})"
 
 
+_CASE_FOLD_REFUSAL = ("a case-insensitive regular expression match (~*, !~*, flag i) with a pattern holding "
+                      "non-ASCII text is not supported by colmz (PostgreSQL folds ASCII letters only, DuckDB "
+                      "every cased letter)")
+
+
 def _regexp_operator(c: Call, node: Expression | None = None) -> str | None:
     kids = (node or c.node).children
     if len(kids) == 2:
@@ -2139,9 +2140,7 @@ def _regexp_operator(c: Call, node: Expression | None = None) -> str | None:
     p = kids[1].literal
     if "i" in options and p is not None and p.kind == "STRING" and not p.text.isascii():
         # PostgreSQL's case-insensitive match folds ASCII letters only in the C locale, RE2 every one
-        raise UnsupportedSQL("a case-insensitive regular expression match (~*, !~*, flag i) with a pattern "
-                             "holding non-ASCII text is not supported by colmz (PostgreSQL folds ASCII "
-                             "letters only, DuckDB every cased letter)")
+        raise UnsupportedSQL(_CASE_FOLD_REFUSAL)
     return f"{REGEXP_MATCH}({c.text_of(kids[0])}, {c.text_of(kids[1])}, '{options}')"
 
 
