@@ -2189,4 +2189,7 @@ QUERIES = [
     ('hunt3_postfix_factorial', 'SELECT 5 ! AS a'),
     ('hunt3_generate_series_dates', "SELECT generate_series(DATE '2024-01-01', DATE '2024-01-05', INTERVAL '2 days') AS a"),
     ('hunt3_fail_root_of_negative', 'SELECT |/ -4 AS a'),
+    ('hunt3_sign_types', 'SELECT sign(3) / 2 AS a, sign(-2.5) / 2 AS b, sign(k) / 2 AS c, sign(x) AS d, sign(f) AS e, '
+                         'sign(-2.5)::text AS g FROM nums'),
+    ('hunt3_sign_of_aggregates', 'SELECT sign(sum(x)) / 2 AS a, sign(max(f)) AS b, sign(sum(1.5)) AS c, sign(count(*)) AS d FROM nums'),
 ]

@@ -20,7 +20,11 @@ node's span (as sqlglot's dialects map an expression class to its rendering):
   :mod:`colmz.sql.pgfuncs`' form, as are ``to_char``, ``date_bin``, ``justify_*``,
   ``quote_*``, ``interval / number``, ``time - time`` and ``interval::time``; refused is
   ``date_trunc`` to centuries or millennia (a unit that is not a literal when the query runs:
-  :data:`DATE_TRUNC_UNIT`).
+  :data:`DATE_TRUNC_UNIT`). ``extract``/``date_trunc`` of a unit the value's type lacks
+  (``hour`` of a date, ``week`` of an interval, ``dow`` for ``date_trunc``) raise
+  PostgreSQL's error for a row that reaches them (:data:`UNIT_CHECK`: a date, timestamp or
+  interval is told by ``typeof`` when the query runs); ``sign`` of an integer is a double
+  (:data:`SIGN`), ``lag``/``lead`` with a decimal default take the common type.
 * Arrays written as nested lists must be rectangular (PostgreSQL's error otherwise);
   ``ARRAY[a, b]`` of sub-arrays whose shapes are known only when it runs (a subquery's or
   CTE's array column, a cast, an array call, NULL beside an array) is checked then
@@ -51,7 +55,11 @@ node's span (as sqlglot's dialects map an expression class to its rendering):
   explicit cast to ``varchar(n)`` truncates to n characters; a string literal cast to
   ``jsonb`` is PostgreSQL's jsonb text (:func:`jsonb_text`), any other value read so when it
   runs (:data:`JSONB_IN`); ``date_trunc`` of a date is a ``timestamptz``; a cast to
-  ``char(n)`` (blank-padded) is refused.
+  ``char(n)`` (blank-padded) is refused; a cast PostgreSQL has not (a boolean to bigint, a
+  number other than an integer to boolean, any non-text value to jsonb) raises its
+  "cannot cast type" -- when written (a literal, a cast) or for each row (:data:`CAST_CHECK`).
+  A typed macro (DuckDB's overloads by type) is not given an aggregate's or a window
+  function's value: DuckDB picks the overload before that value is bound.
 * Float overflow: a maximal ``+ - * /`` subtree over a visibly float operand (a float cast,
   a float function, an exponent literal), or with two operands that are not numbers
   (``f * f``: float columns, whose type is unknown here), outside a grouped query raises
@@ -169,6 +177,7 @@ __all__ = [
     "NUMERIC_CAST",
     "REAL_WIDEN",
     "REGEXP_MATCH",
+    "SIGN",
     "TYPE_SPELLINGS",
     "UNIT_CHECK",
     "VOLATILE",
@@ -525,6 +534,13 @@ def _round_places(x: str, places: Expression) -> str:
     return f"(round({x}, {n}) + CAST(0 AS DECIMAL({n + 1},{n})))"
 
 
+@_plain(1)
+def _sign(c: Call) -> str:
+    # SIGN's overloads are chosen before an aggregate or window argument binds (DuckDB finds
+    # them ambiguous there): such a value's sign is a double (a numeric's is the same number)
+    return f"CAST(sign({c.args[0]}) AS DOUBLE)" if _binds_late(c.arguments[0]) else f"{SIGN}({c.args[0]})"
+
+
 @_plain()
 def _generate_series(c: Call) -> str:
     if c.inside:
@@ -571,6 +587,10 @@ STRING_TO_ARRAY = RESERVED_PREFIX + "string_to_array"
 SPLIT_PART = RESERVED_PREFIX + "split_part"
 #: PostgreSQL's chr(0) raises (text holds no NUL), DuckDB's gives one.
 CHR = RESERVED_PREFIX + "chr"
+#: PostgreSQL's sign() of an integer is a double precision (its integer read as one), of a
+#: numeric a numeric; DuckDB's is a tinyint (sign(3) / 2 was 0, not 0.5).
+#: (:data:`TRANSFORM_TYPED_MACROS`)
+SIGN = RESERVED_PREFIX + "sign"
 SPLITTING_MACROS = (
     f"CREATE OR REPLACE MACRO {STRING_TO_ARRAY}(s, d) AS CASE WHEN s IS NULL THEN NULL "
     "WHEN s = '' THEN CAST([] AS VARCHAR[]) WHEN d IS NULL THEN string_split(s, '') "
@@ -2184,7 +2204,10 @@ def _binds_late(e: Expression) -> bool:
 
 #: Aggregates (their names) :func:`_binds_late` knows.
 _LATE_AGGREGATES = frozenset({"min", "max", "any_value", "first", "last", "arbitrary", "mode", "arg_min",
-                              "arg_max", "min_by", "max_by", "percentile_disc", "quantile_disc"})
+                              "arg_max", "min_by", "max_by", "percentile_disc", "quantile_disc", "sum", "count", "count_star",
+                              "avg", "stddev", "stddev_samp", "stddev_pop", "variance", "var_samp", "var_pop",
+                              "bool_and", "bool_or", "every", "string_agg", "array_agg", "percentile_cont",
+                              "quantile_cont", "median", "product", "corr", "covar_samp", "covar_pop"})
 
 
 def _date_trunc_text(c: Call, unit, operand: str) -> str:
@@ -2329,6 +2352,13 @@ TRANSFORM_TYPED_MACROS = (
     *((f"CREATE OR REPLACE MACRO {CALL_MACROS[f]}(x VARCHAR) AS translate(x, '{a}', '{b}')",
        f"CREATE OR REPLACE MACRO {CALL_MACROS[f]}(x) AS translate(x, '{a}', '{b}')")
       for f, a, b in (("upper", _ASCII, _ASCII.upper()), ("lower", _ASCII.upper(), _ASCII))),
+    # (integers first: DuckDB picks the first typed overload for an aggregate's value, whose
+    # sign is the same number as a double)
+    (f"CREATE OR REPLACE MACRO {SIGN}" + "".join(
+        f"(x {t}) AS CAST(sign(x) AS DOUBLE), " for t in ("INTEGER", "BIGINT", "SMALLINT", "TINYINT", "HUGEINT",
+                                                        "DOUBLE", "FLOAT"))
+     + "(x DECIMAL) AS CAST(sign(x) AS DECIMAL(1,0)), (x) AS sign(x)",
+     f"CREATE OR REPLACE MACRO {SIGN}(x) AS sign(x)"),
     (f"CREATE OR REPLACE MACRO {DATE_AS_TIMESTAMPTZ}(x DATE) AS CAST(x AS TIMESTAMPTZ), (x) AS x",
      f"CREATE OR REPLACE MACRO {DATE_AS_TIMESTAMPTZ}(x) AS CASE WHEN typeof(x) = 'DATE' THEN "
      "error('date_trunc() of a date is not supported by colmz with this DuckDB (PostgreSQL makes it "
@@ -3023,7 +3053,7 @@ CALLS: dict[str, Rule] = {
     "substr": _substr, "substring": _substr, "round": _round, "generate_series": _generate_series,
     "every": _rename("bool_and"),  # PostgreSQL's every is bool_and
     "array_to_string": _third_argument, "string_to_array": _third_argument, "date_trunc": _date_trunc,
-    "regexp_replace": _regexp_replace, "chr": _macro(CHR, 1), "unnest": _unnest,
+    "regexp_replace": _regexp_replace, "chr": _macro(CHR, 1), "sign": _sign, "unnest": _unnest,
     "split_part": _macro(SPLIT_PART, 3), "string_agg": _string_agg,
     # PostgreSQL's meaning where DuckDB's namesake answers otherwise (NaN or an infinity
     # where PostgreSQL raises; 0 for an empty array's length): colmz's macro.

@@ -183,7 +183,6 @@ def _compound(kind: str, sub, safe) -> st.SearchStrategy[str]:
             sub("numeric").map(lambda e: f"{_p(e)}::int"),
             safe("bigint").map(lambda e: f"{_p(e)}::int"),
             _call("mod", i, i),
-            _call("sign", i),
             _call("position", sub("text"), sub("text")).map(lambda e: e.replace(", ", " IN ", 1)),
             _binary(sub("date"), ["-"]),
             st.tuples(sub("text"), st.sampled_from(["'a'", "','", "'é'"])).map(
@@ -260,6 +259,7 @@ def _compound(kind: str, sub, safe) -> st.SearchStrategy[str]:
             st.tuples(st.sampled_from([f"'{u}'" for u in _UNITS]), st.sampled_from(
                 ["date", "timestamp", "timestamptz", "interval"]).flatmap(sub)).map(lambda t: f"date_part({t[0]}, {t[1]})"),
             sub("int").map(lambda e: f"cbrt({e})"),
+            sub("int").map(lambda e: f"sign({e})"),  # (a double in PostgreSQL)
         ]
     elif kind == "text":
         t = sub("text")
