@@ -1609,11 +1609,11 @@ def _cast(c: Call) -> str | None:
 
     x, t = c.node.children
     target = _type_text(t, c.text)
-    cast = cast_rewrite(c.text_of(x), target.upper(), c.reads_numeric(x))
-    return _cast_checked(x, c, target, cast)
+    operand = c.text_of(x)
+    return _cast_checked(x, c, target, cast_rewrite(operand, target.upper(), c.reads_numeric(x)), operand)
 
 
-def _cast_checked(x: Expression, c: Call, target: str, cast: str | None) -> str | None:
+def _cast_checked(x: Expression, c: Call, target: str, cast: str | None, operand: str | None = None) -> str | None:
     # The cast ``cast`` (its text; None: as written) of the operand ``x`` raising
     # PostgreSQL's "cannot cast type ..." for a row whose type PostgreSQL has no cast of to
     # ``target`` (DuckDB casts a bigint or a double to boolean, a boolean to bigint, any value
@@ -1629,8 +1629,11 @@ def _cast_checked(x: Expression, c: Call, target: str, cast: str | None) -> str 
         shown = _LITERAL_TYPES.get(x.literal.kind)
     elif _is_cast(x, c.text) and not x.children[1].children:
         shown = TYPE_SPELLINGS.get(_type_text(x.children[1], c.text), "")
+    elif x.cls == "FUNCTION" and len(x.name) == 1 and x.name[0].lower() in _NUMBER_AGGREGATES:
+        shown = "numeric"  # (a count, sum or mean: a number of some type, never a boolean or date)
     else:
-        return f"{CAST_CHECK}({c.by(None) if cast is None else cast}, {c.text_of(x)}, '{target}', '{bad}')"
+        return (f"{CAST_CHECK}({c.by(None) if cast is None else cast}, "
+                f"{c.text_of(x) if operand is None else operand}, '{target}', '{bad}')")
     if shown in _CAST_LETTERS and _CAST_LETTERS[shown] in bad:
         raise SQLError(f"cannot cast type {shown} to {target}")
     return cast
@@ -1644,6 +1647,7 @@ _CAST_TYPES = (("b", "BOOLEAN", "boolean"), ("s", "SMALLINT", "smallint"), ("4",
                ("r", "FLOAT", "real"), ("d", "DATE", "date"), ("t", "TIMESTAMP", "timestamp without time zone"),
                ("z", "TIMESTAMP WITH TIME ZONE", "timestamp with time zone"), ("i", "INTERVAL", "interval"))
 _CAST_LETTERS = {pg: k for k, _, pg in _CAST_TYPES}
+_NUMBER_AGGREGATES = frozenset({"count", "count_star", "sum", "avg"})
 #: The source types (:data:`_CAST_TYPES`' letters) PostgreSQL has no cast of to a target.
 _CAST_REFUSED = {"boolean": "slnfrdtzi", "smallint": "b", "bigint": "b", "jsonb": "bs4lnfrdtzi"}
 #: The type of a literal of each kind (a string's or NULL's is the cast's: none here).
@@ -1779,7 +1783,8 @@ def _json_cast(c: Call) -> str | None:
         return None
     if x.literal is None or x.literal.kind != "STRING":
         # any other value (a json or text column, a json cast) read as jsonb when it runs
-        return _cast_checked(x, c, "jsonb", f"CAST({JSONB_IN}(CAST({c.text_of(x)} AS VARCHAR)) AS JSON)")
+        operand = c.text_of(x)
+        return _cast_checked(x, c, "jsonb", f"CAST({JSONB_IN}(CAST({operand} AS VARCHAR)) AS JSON)", operand)
     try:
         norm = jsonb_text(x.literal.text)
     except ValueError:
