@@ -2192,4 +2192,6 @@ QUERIES = [
     ('hunt3_sign_types', 'SELECT sign(3) / 2 AS a, sign(-2.5) / 2 AS b, sign(k) / 2 AS c, sign(x) AS d, sign(f) AS e, '
                          'sign(-2.5)::text AS g FROM nums'),
     ('hunt3_sign_of_aggregates', 'SELECT sign(sum(x)) / 2 AS a, sign(max(f)) AS b, sign(sum(1.5)) AS c, sign(count(*)) AS d FROM nums'),
+    ('hunt3_lag_literals_with_default', "SELECT id, lag('héllo', 0, 'a') OVER (ORDER BY id) AS a, lead('x', 1, NULL) OVER (ORDER BY id) AS b FROM docs ORDER BY id"),
+    ('hunt3_fail_date_part_zone_of_timestamp', "SELECT date_part('timezone', ts) AS a FROM orders"),
 ]

@@ -370,6 +370,17 @@ def _extract(c: Call) -> str | None:
     return f"date_part('{_UNIT_SPELLINGS.get(u, u)}', {x})"
 
 
+@_plain(2)
+def _date_part(c: Call) -> str | None:
+    # date_part(text, ...) reads a date as a timestamp: only the zone's units are refused
+    # there (and of an interval, which DuckDB refuses too)
+    unit = c.arguments[0].literal
+    if unit is None or unit.kind != "STRING" or unit.text.strip().lower() not in _ZONE_UNITS:
+        return None
+    u = unit.text.strip().lower()
+    return f"date_part({c.args[0]}, {_unit_checked(c.args[1], u, 'supported', 'dti')})"
+
+
 def _unit_checked(x: str, unit: str, verb: str, bad: str) -> str:
     # ``x`` raising PostgreSQL's error where its type is one of ``bad`` (date, timestamp,
     # timestamptz, interval by their first letters: d, t, z, i) and a row reaches it
@@ -646,15 +657,18 @@ _OVER = re.compile(r"\bOVER\b", re.IGNORECASE)
 def _polymorphic(c: Call) -> str | None:
     # the first argument, right after the call's parenthesis
     first = c.first_argument
+    args = ()
+    if c.window and c.name in ("lag", "lead", "nth_value"):
+        # the call's own arguments: the children before OVER (the others are its window's)
+        m = _OVER.search(c.text, c.node.start, c.node.end)
+        over = m.start() if m else c.node.end
+        args = sorted((k for k in c.node.children if k.start >= 0 and k.end <= over), key=lambda k: k.start)
     if first is not None and first.literal is not None and first.literal.kind in ("STRING", "NULL_LITERAL") \
-            and c.text[: first.start].rstrip().endswith("("):
+            and c.text[: first.start].rstrip().endswith("(") and not (c.name in ("lag", "lead") and len(args) == 3):
+        # (lag and lead with a default are of anycompatible: literals alone there are text)
         raise SQLError(f"{_POLYMORPHIC[c.name]}: {c.name}({_written(c.text, first)}...)")
-    if not c.window or c.name not in ("lag", "lead", "nth_value"):
+    if not args:
         return None
-    # the call's own arguments: the children before OVER (the others are its window's)
-    m = _OVER.search(c.text, c.node.start, c.node.end)
-    over = m.start() if m else c.node.end
-    args = sorted((k for k in c.node.children if k.start >= 0 and k.end <= over), key=lambda k: k.start)
     if c.name == "nth_value":
         n = args[-1].literal if args else None  # (the position: its value may be unplaced, overlay(...))
         if n is not None and n.kind == "INTEGER" and int(n.text) <= 0:
@@ -3058,7 +3072,7 @@ CALLS: dict[str, Rule] = {
     "substr": _substr, "substring": _substr, "round": _round, "generate_series": _generate_series,
     "every": _rename("bool_and"),  # PostgreSQL's every is bool_and
     "array_to_string": _third_argument, "string_to_array": _third_argument, "date_trunc": _date_trunc,
-    "regexp_replace": _regexp_replace, "chr": _macro(CHR, 1), "sign": _sign, "unnest": _unnest,
+    "regexp_replace": _regexp_replace, "chr": _macro(CHR, 1), "sign": _sign, "date_part": _date_part, "unnest": _unnest,
     "split_part": _macro(SPLIT_PART, 3), "string_agg": _string_agg,
     # PostgreSQL's meaning where DuckDB's namesake answers otherwise (NaN or an infinity
     # where PostgreSQL raises; 0 for an empty array's length): colmz's macro.
