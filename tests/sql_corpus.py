@@ -2194,4 +2194,6 @@ QUERIES = [
     ('hunt3_sign_of_aggregates', 'SELECT sign(sum(x)) / 2 AS a, sign(max(f)) AS b, sign(sum(1.5)) AS c, sign(count(*)) AS d FROM nums'),
     ('hunt3_lag_literals_with_default', "SELECT id, lag('héllo', 0, 'a') OVER (ORDER BY id) AS a, lead('x', 1, NULL) OVER (ORDER BY id) AS b FROM docs ORDER BY id"),
     ('hunt3_fail_date_part_zone_of_timestamp', "SELECT date_part('timezone', ts) AS a FROM orders"),
+    ('hunt3_lag_default_common_type', "SELECT id, lag(date_part('day', TIMESTAMP '2024-01-02 03:04:05'), 0, 'NaN'::float8) OVER (ORDER BY id) AS a, "
+                                      "lag(age, 1, score) OVER (ORDER BY id) AS b FROM people ORDER BY id"),
 ]

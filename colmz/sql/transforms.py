@@ -674,10 +674,11 @@ def _polymorphic(c: Call) -> str | None:
         if n is not None and n.kind == "INTEGER" and int(n.text) <= 0:
             raise SQLError("argument of nth_value must be greater than zero")
         return None
-    if len(args) == 3 and args[2].literal is not None and args[2].literal.kind == "NUMERIC":
+    if len(args) == 3 and not (args[2].literal is not None and args[2].literal.kind in ("NULL_LITERAL", "INTEGER")):
         # PostgreSQL's result is the common type of the value and a default (an integer
-        # with 2.5 is numeric); DuckDB's is the value's, the default cast to it (3): the
-        # value is read as the common type (a list of both has it).
+        # with 2.5 is numeric); DuckDB's is the value's, the default cast to it (3, or an
+        # error for a NaN to a bigint): the value is read as the common type (a list of both
+        # has it).
         value, offset, default = (c.text_of(k) for k in args)
         return (f"{c.name}(list_value({value}, {default})[1], {offset}, {default}"
                 + c.span_text(args[2].end, c.node.end))
