@@ -2275,4 +2275,48 @@ QUERIES = [
     ('flagg_window_cumulative', 'SELECT k, x, avg(f) OVER (ORDER BY x, f, t) AS a FROM nums'),
     ('flagg_product_where', 'SELECT k, f * f AS p FROM nums WHERE abs(f) < 1e10'),
     ('flagg_distinct_equal_huge', 'SELECT avg(DISTINCT v) AS a, var_samp(v) AS s FROM (VALUES (1e300::float8), (1e300::float8)) t(v)'),
+    # --- hunt3: differences the generator widened to units, casts and window defaults found (fixed or refused)
+    ('hunt3_initcap_c_locale', "SELECT initcap('é-école x_y') AS a, initcap(name || ' ' || city) AS b FROM people ORDER BY id"),
+    ('hunt3_extract_second_spellings', "SELECT id, extract(seconds FROM ts) AS a, extract(secs FROM INTERVAL '1.25 seconds') AS b, "
+                                       "extract(ms FROM ts + INTERVAL '0.0005 seconds') AS c, extract(s FROM ts) AS d FROM orders ORDER BY id"),
+    ('hunt3_unit_spellings', "SELECT extract(qtr FROM DATE '2024-05-01') AS a, date_trunc('qtr', TIMESTAMP '2024-05-01 10:00') AS b, "
+                             "extract(j FROM DATE '2024-02-29') AS c"),
+    ('hunt3_date_trunc_of_min_max', 'SELECT date_trunc(\'day\', max(ts)) AS a, date_trunc(\'month\', min(joined)) AS b FROM orders, people'),
+    ('hunt3_date_trunc_of_window', "SELECT date_trunc('day', first_value(ts) OVER (ORDER BY id)) AS a FROM orders"),
+    ('hunt3_extract_of_aggregate', 'SELECT extract(hour FROM max(ts)) AS a, extract(epoch FROM min(ts)) AS b FROM orders'),
+    ('hunt3_lag_numeric_default', 'SELECT id, lag(age, 1, 2.5) OVER (ORDER BY id) AS a, lag(score, 1, 0.5) OVER (ORDER BY id) AS b, '
+                                  'lead(age, 2, -1.25) OVER (PARTITION BY city ORDER BY id) AS c FROM people ORDER BY id'),
+    ('hunt3_casts_that_exist', "SELECT id, (age > 30)::int AS a, 1::boolean AS b, row_number() OVER (ORDER BY id)::bigint AS c, "
+                               "'yes'::boolean AS d, to_jsonb(age) AS e FROM people ORDER BY id"),
+    ('hunt3_timestamptz_to_time', "SELECT (TIMESTAMPTZ '2024-01-01 10:00:00+02')::time AS a"),
+    ('hunt3_fail_extract_hour_of_date', 'SELECT extract(hour FROM joined) AS a FROM people'),
+    ('hunt3_fail_extract_second_of_date', "SELECT extract(second FROM DATE '2024-01-01') AS a"),
+    ('hunt3_fail_extract_zone_of_timestamp', 'SELECT extract(timezone FROM ts) AS a FROM orders'),
+    ('hunt3_fail_extract_hour_of_max_date', 'SELECT extract(hour FROM max(joined)) AS a FROM people'),
+    ('hunt3_fail_date_trunc_week_of_interval', 'SELECT date_trunc(\'week\', d) AS a FROM ivals'),
+    ('hunt3_fail_date_trunc_dow', 'SELECT date_trunc(\'dow\', ts) AS a FROM orders'),
+    ('hunt3_fail_date_trunc_epoch_of_date', 'SELECT date_trunc(\'epoch\', joined) AS a FROM people'),
+    ('hunt3_fail_boolean_to_bigint', 'SELECT (age > 30)::bigint AS a FROM people'),
+    ('hunt3_fail_bigint_to_boolean', 'SELECT x::boolean AS a FROM nums'),
+    ('hunt3_fail_numeric_to_boolean', 'SELECT 1.5::boolean AS a'),
+    ('hunt3_fail_float_to_boolean', 'SELECT f::boolean AS a FROM nums'),
+    ('hunt3_fail_integer_to_jsonb', 'SELECT age::jsonb AS a FROM people'),
+    ('hunt3_fail_literal_to_jsonb', 'SELECT true::jsonb AS a'),
+    ('hunt3_fail_nth_value_zero', 'SELECT id, nth_value(age, 0) OVER (ORDER BY id) AS a FROM people'),
+    ('hunt3_regexp_match_c_locale', "SELECT id, regexp_match('é1', '\\w') AS a, regexp_match('ÉCOLE', 'é', 'i') AS b, "
+                                    "regexp_match(name || ' é', '\\s\\W') AS c FROM people ORDER BY id"),
+    ('hunt3_regexp_replace_ci_non_ascii', "SELECT regexp_replace('ÉCOLE', 'é', 'e', 'i') AS a"),
+    ('hunt3_regex_back_reference', "SELECT name ~ '(.)\\1' AS a FROM people"),
+    ('hunt3_regex_word_boundary', "SELECT 'foo bar' ~ '\\mbar' AS a, 'abc' ~ '(?=b)' AS b"),
+    ('hunt3_root_operators', 'SELECT id, |/ 16 AS a, ||/ 27 AS b, |/ age AS c, ||/ -8.0 AS d FROM people ORDER BY id'),
+    ('hunt3_postfix_factorial', 'SELECT 5 ! AS a'),
+    ('hunt3_generate_series_dates', "SELECT generate_series(DATE '2024-01-01', DATE '2024-01-05', INTERVAL '2 days') AS a"),
+    ('hunt3_fail_root_of_negative', 'SELECT |/ -4 AS a'),
+    ('hunt3_sign_types', 'SELECT sign(3) / 2 AS a, sign(-2.5) / 2 AS b, sign(k) / 2 AS c, sign(x) AS d, sign(f) AS e, '
+                         'sign(-2.5)::text AS g FROM nums'),
+    ('hunt3_sign_of_aggregates', 'SELECT sign(sum(x)) / 2 AS a, sign(max(f)) AS b, sign(sum(1.5)) AS c, sign(count(*)) AS d FROM nums'),
+    ('hunt3_lag_literals_with_default', "SELECT id, lag('héllo', 0, 'a') OVER (ORDER BY id) AS a, lead('x', 1, NULL) OVER (ORDER BY id) AS b FROM docs ORDER BY id"),
+    ('hunt3_fail_date_part_zone_of_timestamp', "SELECT date_part('timezone', ts) AS a FROM orders"),
+    ('hunt3_lag_default_common_type', "SELECT id, lag(date_part('day', TIMESTAMP '2024-01-02 03:04:05'), 0, 'NaN'::float8) OVER (ORDER BY id) AS a, "
+                                      "lag(age, 1, score) OVER (ORDER BY id) AS b FROM people ORDER BY id"),
 ]

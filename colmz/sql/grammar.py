@@ -101,6 +101,13 @@ class _GiveUp(Exception):
 
 _GIVE_UP = _GiveUp()
 
+#: The unit keywords DuckDB's grammar names otherwise in extract's field (its tree holds
+#: YEAR for YEARS, MILLISECONDS for MILLISECOND).
+_EXTRACT_KEYWORDS = {**{w + "S": w for w in ("YEAR", "MONTH", "DAY", "HOUR", "MINUTE", "SECOND", "WEEK", "DECADE",
+                                            "QUARTER")},
+                     "MILLISECOND": "MILLISECONDS", "MICROSECOND": "MICROSECONDS", "CENTURIES": "CENTURY",
+                     "MILLENNIA": "MILLENNIUM"}
+
 #: DuckDB's keywords by category (``duckdb_keywords()``), loaded once.
 _KEYWORDS: dict[str, str] = {}
 _KINDS: dict = {}
@@ -1171,7 +1178,8 @@ class _Reader:
         if self.K[f] not in "ik" or self.T[f][0] == '"':
             raise _GIVE_UP
         self.i += 1
-        field = _const("STRING", self.U[f] if self.K[f] == "k" else self.T[f], self.S[f], self.E[f])
+        word = _EXTRACT_KEYWORDS.get(self.U[f], self.U[f]) if self.K[f] == "k" else self.T[f]
+        field = _const("STRING", word, self.S[f], self.E[f])
         self.need("FROM")
         operand = self.expr()
         self.need(")")

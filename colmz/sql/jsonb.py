@@ -505,16 +505,19 @@ def _float_value(text_of):
 # ----------------------------------------------------------------------------- text functions
 
 def initcap(s: str) -> str:
-    """PostgreSQL's ``initcap``: the first letter of each run of letters and digits upper
-    case, the others lower case.
+    """PostgreSQL's ``initcap`` in the C locale: the first letter of each run of ASCII
+    letters and digits upper case, the others lower case; other characters are neither
+    letters nor changed (as ``upper``/``lower`` there).
 
-    >>> initcap("hELLO wORLD-foo_bar 1st")
-    'Hello World-Foo_Bar 1st'
+    >>> initcap("hELLO wORLD-foo_bar 1st"), initcap("é-école")
+    ('Hello World-Foo_Bar 1st', 'é-éCole')
     """
     out, prev = [], False
     for ch in s:
-        out.append(ch.lower() if prev else ch.upper())
-        prev = ch.isalnum()
+        if ch.isascii():
+            ch = ch.lower() if prev else ch.upper()
+        out.append(ch)
+        prev = ch.isascii() and ch.isalnum()
     return "".join(out)
 
 

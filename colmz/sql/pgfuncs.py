@@ -919,7 +919,7 @@ def _empty_match(text: str) -> bool:
 
 def _re_flags(flags: str, fn: str, glob: bool) -> tuple[int, bool]:
     # (re options, whether g was given): PostgreSQL's parse_re_flags and its errors
-    options, g = re.S, False
+    options, g = re.S | re.ASCII, False  # (the C locale's classes and case: \w is no é, é matches no É)
     for f in flags:
         if f == "g":
             if not glob:
@@ -1190,7 +1190,7 @@ ARRAY_CAT = P + "array_cat"
 ENCODE, DECODE = P + "encode", P + "decode"
 REGEXP_MATCHES, REGEXP_SPLIT = P + "regexp_matches", P + "regexp_split"
 REGEXP_SPLIT_TABLE = P + "regexp_split_table"
-REGEXP_MATCH = P + "regexp_match_array"
+REGEXP_MATCH_ARRAY = P + "regexp_match_array"
 #: sha224 ... sha512 of bytea (bytea: DuckDB's sha256 prints hex text), each with its macro
 #: refusing another argument type.
 _SHA = {f: P + f + "_bytes" for f in ("sha224", "sha256", "sha384", "sha512")}
@@ -1208,7 +1208,7 @@ _ENCODE_BYTES = P + "encode_bytes"
 #: percentile_cont of no rows):
 #: registered with DuckDB's special NULL handling (a NULL argument still gives NULL).
 NULL_FUNCTIONS = (
-    _entry(REGEXP_MATCH, regexp_match, "VARCHAR[]", "VARCHAR", "VARCHAR", "VARCHAR"),
+    _entry(REGEXP_MATCH_ARRAY, regexp_match, "VARCHAR[]", "VARCHAR", "VARCHAR", "VARCHAR"),
     _entry(_TO_CHAR_TS, _to_char_ts, "VARCHAR", "TIMESTAMP", "VARCHAR"),
     _entry(_TO_CHAR_TZ, _to_char_tz, "VARCHAR", "TIMESTAMPTZ", "VARCHAR"),
     (INTERVAL_PERCENTILE_CONT, _percentile_over_arrow, ("INTERVAL[]", "DOUBLE", "BOOLEAN"), "INTERVAL"),
@@ -1471,7 +1471,7 @@ def _generate_subscripts(c):
 #: Function name as written -> rule (entries of :data:`colmz.sql.transforms.CALLS`).
 CALLS = {
     "regexp_matches": _set_returning(REGEXP_MATCHES), "regexp_split_to_table": _set_returning(REGEXP_SPLIT_TABLE),
-    "regexp_split_to_array": _regexp_call(REGEXP_SPLIT), "regexp_match": _regexp_call(REGEXP_MATCH),
+    "regexp_split_to_array": _regexp_call(REGEXP_SPLIT), "regexp_match": _regexp_call(REGEXP_MATCH_ARRAY),
     "date_part": _date_part,
     "pg_size_pretty": _call(PG_SIZE_PRETTY, (1,)), **{f: _bytea_call(m, (1,)) for f, m in SHA.items()},
     "get_byte": _bytea_call(GET_BYTE, (2,)), "convert_from": _bytea_call(CONVERT_FROM, (2,)),

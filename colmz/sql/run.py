@@ -231,7 +231,8 @@ _ERRORS = (
                 r"|value out of range: (?:overflow|underflow)|cannot take square root of a negative number"
                 r"|cannot take logarithm of (?:zero|a negative number)|zero raised to a negative power is undefined"
                 r"|a negative number raised to a non-integer power yields a complex result"
-                r"|negative substring length not allowed|"
+                r"|negative substring length not allowed|unit \"\w+\" not (?:supported|recognized) for type [\w ]+"
+                r"|cannot cast type [\w ]+ to [\w ]+|"
                 + pgfuncs.ERROR_MESSAGES + "|field position must not be zero)$"), SQLError,
      lambda m: m.group(1)),
     # DuckDB's own errors of PostgreSQL's meaning: PostgreSQL's words
@@ -262,7 +263,7 @@ _ERRORS = (
     (re.compile(r"Binder Error: Macro (\w+)\(\) (?:has multiple overloads|does not support)"), UnsupportedSQL,
      lambda m: ("sum() of an aggregate (a window function over an aggregate)" if m.group(1) == SUM_ARGUMENT
                 else f"{m.group(1).removeprefix('__colmz_')}() with these arguments") + " is not supported by colmz"),
-    (re.compile(r"Conversion Error: Unimplemented type for cast \((\w+) -> (\w+)\)"), UnsupportedSQL,
+    (re.compile(r"Conversion Error: Unimplemented type for cast \((\w+(?: \w+)*) -> (\w+(?: \w+)*)\)"), UnsupportedSQL,
      lambda m: f"a cast of {m.group(1).lower()} to {m.group(2).lower()} is not supported by colmz (DuckDB has none)"),
     (re.compile(r"Conversion Error: Could not convert string '(.*?)' to INTERVAL", re.DOTALL), UnsupportedSQL,
      lambda m: f"the interval text '{m.group(1)}' is not supported by colmz (DuckDB's interval input is not "
@@ -283,6 +284,12 @@ _ERRORS = (
                 r"\"(.*?)\", expected format", re.DOTALL), UnsupportedSQL,
      lambda m: f"the {m.group(1) or m.group(2)} text '{m.group(3)}' is not supported by colmz (DuckDB reads ISO "
                "forms only, e.g. YYYY-MM-DD HH:MM:SS; PostgreSQL reads more)"),
+    # PostgreSQL's regular expressions (ARE) have back references, lookahead and \m \M \y
+    # word boundaries; RE2 has none
+    (re.compile(r"Invalid Input Error: (invalid escape sequence: \\\w|invalid perl operator: \(\?[=!<])"),
+     UnsupportedSQL, lambda m: f"a regular expression with {m.group(1).split(': ')[1]} (a back reference, "
+                               "lookaround or word boundary of PostgreSQL's regular expressions) is not "
+                               "supported by colmz (DuckDB's RE2 has none)"),
     # PostgreSQL's syntax DuckDB's parser lacks
     (re.compile(r'Parser Error: syntax error at or near "(OVERLAPS)"|Parser Error: syntax error at or near "WITH"'
                 r".*?(FETCH) FIRST .*? WITH TIES", re.DOTALL), UnsupportedSQL,

@@ -22,7 +22,11 @@ node's span (as sqlglot's dialects map an expression class to its rendering):
   the bytea functions, ``interval / number``, ``time - time`` and ``interval::time`` (a call
   in ``FROM`` spans its name to its ``)``); refused is
   ``date_trunc`` to centuries or millennia (a unit that is not a literal when the query runs:
-  :data:`DATE_TRUNC_UNIT`).
+  :data:`DATE_TRUNC_UNIT`). ``extract``/``date_trunc`` of a unit the value's type lacks
+  (``hour`` of a date, ``week`` of an interval, ``dow`` for ``date_trunc``) raise
+  PostgreSQL's error for a row that reaches them (:data:`UNIT_CHECK`: a date, timestamp or
+  interval is told by ``typeof`` when the query runs); ``sign`` of an integer is a double
+  (:data:`SIGN`), ``lag``/``lead`` with a decimal default take the common type.
 * Arrays written as nested lists must be rectangular (PostgreSQL's error otherwise);
   ``ARRAY[a, b]`` of sub-arrays whose shapes are known only when it runs (a subquery's or
   CTE's array column, a cast, an array call, NULL beside an array) is checked then
@@ -53,7 +57,11 @@ node's span (as sqlglot's dialects map an expression class to its rendering):
   explicit cast to ``varchar(n)`` truncates to n characters; a string literal cast to
   ``jsonb`` is PostgreSQL's jsonb text (:func:`jsonb_text`), any other value read so when it
   runs (:data:`JSONB_IN`); ``date_trunc`` of a date is a ``timestamptz``; a cast to
-  ``char(n)`` (blank-padded) is refused.
+  ``char(n)`` (blank-padded) is refused; a cast PostgreSQL has not (a boolean to bigint, a
+  number other than an integer to boolean, any non-text value to jsonb) raises its
+  "cannot cast type" -- when written (a literal, a cast) or for each row (:data:`CAST_CHECK`).
+  A typed macro (DuckDB's overloads by type) is not given an aggregate's or a window
+  function's value: DuckDB picks the overload before that value is bound.
 * Float overflow: a maximal ``+ - * /`` subtree over a visibly float operand (a float cast,
   a float function, an exponent literal), or with two operands that are not numbers
   (``f * f``: float columns, whose type is unknown here), outside a grouped query raises
@@ -159,6 +167,7 @@ from colmz.sql.tree import Expression, Query, Table, parse_tree
 __all__ = [
     "CALLS",
     "CALL_MACROS",
+    "CAST_CHECK",
     "CHECKED_MATH",
     "CONCAT_BY_KIND",
     "DATE_AS_TIMESTAMPTZ",
@@ -171,7 +180,9 @@ __all__ = [
     "NUMERIC_CAST",
     "REAL_WIDEN",
     "REGEXP_MATCH",
+    "SIGN",
     "TYPE_SPELLINGS",
+    "UNIT_CHECK",
     "VOLATILE",
     "TRANSFORM_FUNCTIONS",
     "TRANSFORM_MACROS",
@@ -344,11 +355,63 @@ def _to_hex(c: Call) -> str:
 
 @_plain(2)
 def _extract(c: Call) -> str | None:
-    # PostgreSQL's seconds keep their fraction; DuckDB's second is whole.
     unit = c.arguments[0].literal
-    if unit is not None and unit.text.lower() == "second":
-        return f"(date_part('microsecond', {c.args[1]}) / 1000000.0)"
-    return None
+    if unit is None or unit.kind != "STRING":
+        return None
+    u = unit.text.strip().lower().replace("'", "''")
+    x = _unit_checked(c.args[1], u, "supported", "".join(
+        t for t, units in (("d", _TIME_UNITS), ("t", _ZONE_UNITS), ("i", _NOT_INTERVAL_UNITS)) if u in units))
+    # PostgreSQL's seconds and milliseconds keep their fraction; DuckDB's are whole.
+    if u in _SECOND_UNITS or u in _MILLI_UNITS:
+        return f"(date_part('microsecond', {x}) / {'1000000.0' if u in _SECOND_UNITS else '1000.0'})"
+    return f"date_part('{_UNIT_SPELLINGS.get(u, u)}', {x})"
+
+
+@_plain(2)
+def _date_part(c: Call) -> str | None:
+    # date_part(text, ...) reads a date as a timestamp: only the zone's units are refused
+    # there (and of an interval, which DuckDB refuses too)
+    unit = c.arguments[0].literal
+    if unit is None or unit.kind != "STRING" or unit.text.strip().lower() not in _ZONE_UNITS:
+        return None
+    u = unit.text.strip().lower()
+    return f"date_part({c.args[0]}, {_unit_checked(c.args[1], u, 'supported', 'dti')})"
+
+
+def _unit_checked(x: str, unit: str, verb: str, bad: str) -> str:
+    # ``x`` raising PostgreSQL's error where its type is one of ``bad`` (date, timestamp,
+    # timestamptz, interval by their first letters: d, t, z, i) and a row reaches it
+    return f"{UNIT_CHECK}({x}, '\"{unit}\" not {verb}', '{bad}')" if bad else x
+
+
+#: PostgreSQL's units of ``extract`` and ``date_trunc`` that a date, a timestamp without
+#: time zone or an interval does not have (``extract(hour FROM date)`` raises there; DuckDB
+#: answers 0), and its spellings DuckDB lacks.
+_SECOND_UNITS = frozenset({"second", "seconds", "sec", "secs", "s"})
+_MILLI_UNITS = frozenset({"millisecond", "milliseconds", "ms", "msec", "msecs", "msecond", "mseconds",
+                          "millisecon"})
+_ZONE_UNITS = frozenset({"timezone", "timezone_hour", "timezone_minute", "timezone_h", "timezone_m"})
+_TIME_UNITS = _SECOND_UNITS | _MILLI_UNITS | _ZONE_UNITS | frozenset({
+    "microsecond", "microseconds", "us", "usec", "usecs", "usecond", "useconds", "microsecon",
+    "minute", "minutes", "min", "mins", "m", "hour", "hours", "h", "hr", "hrs"})
+_NOT_INTERVAL_UNITS = _ZONE_UNITS | frozenset({"dow", "isodow", "doy", "week", "weeks", "w", "isoyear",
+                                              "julian", "j"})
+_UNIT_SPELLINGS = {"qtr": "quarter", "j": "julian"}
+#: The units ``date_trunc`` has (others, ``dow`` or ``epoch``, raise in PostgreSQL; DuckDB
+#: truncates by them); a week only for a date or timestamp.
+_TRUNC_UNITS = (frozenset({"microsecond", "microseconds", "us", "usec", "usecs", "usecond", "useconds",
+                           "millisecond", "milliseconds", "ms", "msec", "msecs", "msecond", "mseconds",
+                           "minute", "minutes", "min", "mins", "m", "hour", "hours", "h", "hr", "hrs",
+                           "day", "days", "d", "month", "months", "mon", "mons", "quarter", "qtr",
+                           "year", "years", "y", "yr", "yrs", "decade", "decades", "dec", "decs"})
+                | _SECOND_UNITS)
+_WEEK_UNITS = frozenset({"week", "weeks", "w"})
+
+#: The macro :func:`_unit_checked` writes (:data:`TRANSFORM_MACROS`), and the types it
+#: tells apart: (letter, DuckDB's name, PostgreSQL's).
+UNIT_CHECK = RESERVED_PREFIX + "unit_check"
+_UNIT_TYPES = (("d", "DATE", "date"), ("t", "TIMESTAMP", "timestamp without time zone"),
+               ("z", "TIMESTAMP WITH TIME ZONE", "timestamp with time zone"), ("i", "INTERVAL", "interval"))
 
 
 _NEGATIVE_LENGTH = "error('negative substring length not allowed')"
@@ -479,6 +542,13 @@ def _round_places(x: str, places: Expression) -> str:
     return f"(round({x}, {n}) + CAST(0 AS DECIMAL({n + 1},{n})))"
 
 
+@_plain(1)
+def _sign(c: Call) -> str:
+    # SIGN's overloads are chosen before an aggregate or window argument binds (DuckDB finds
+    # them ambiguous there): such a value's sign is a double (a numeric's is the same number)
+    return f"CAST(sign({c.args[0]}) AS DOUBLE)" if _binds_late(c.arguments[0]) else f"{SIGN}({c.args[0]})"
+
+
 @_plain()
 def _generate_series(c: Call) -> str:
     if c.inside:
@@ -486,7 +556,16 @@ def _generate_series(c: Call) -> str:
                              "(PostgreSQL does not allow set-returning functions there)")
     # A set-returning function in PostgreSQL (a row per value); DuckDB's scalar
     # generate_series returns one list, which unnest spreads into those rows.
-    return f"unnest(generate_series({', '.join(c.args)}))"
+    return f"unnest(generate_series({', '.join(_series_bounds(c))}))"
+
+
+def _series_bounds(c: Call) -> list[str]:
+    # PostgreSQL has no generate_series of dates: with a step (an interval) dates are read
+    # as timestamptz, its preferred datetime type (DuckDB's series of dates is a timestamp's)
+    args = c.args
+    if len(args) == 3 and not any(_binds_late(a) for a in c.arguments[:2]):
+        args[:2] = (f"{DATE_AS_TIMESTAMPTZ}({a})" for a in args[:2])
+    return args
 
 
 def _third_argument(c: Call) -> str | None:
@@ -516,6 +595,10 @@ STRING_TO_ARRAY = RESERVED_PREFIX + "string_to_array"
 SPLIT_PART = RESERVED_PREFIX + "split_part"
 #: PostgreSQL's chr(0) raises (text holds no NUL), DuckDB's gives one.
 CHR = RESERVED_PREFIX + "chr"
+#: PostgreSQL's sign() of an integer is a double precision (its integer read as one), of a
+#: numeric a numeric; DuckDB's is a tinyint (sign(3) / 2 was 0, not 0.5).
+#: (:data:`TRANSFORM_TYPED_MACROS`)
+SIGN = RESERVED_PREFIX + "sign"
 SPLITTING_MACROS = (
     f"CREATE OR REPLACE MACRO {STRING_TO_ARRAY}(s, d) AS CASE WHEN s IS NULL THEN NULL "
     "WHEN s = '' THEN CAST([] AS VARCHAR[]) WHEN d IS NULL THEN string_split(s, '') "
@@ -565,12 +648,37 @@ _POLYMORPHIC = {
 }
 
 
+_OVER = re.compile(r"\bOVER\b", re.IGNORECASE)
+
+
 def _polymorphic(c: Call) -> str | None:
     # the first argument, right after the call's parenthesis
     first = c.first_argument
+    args = ()
+    if c.window and c.name in ("lag", "lead", "nth_value"):
+        # the call's own arguments: the children before OVER (the others are its window's)
+        m = _OVER.search(c.text, c.node.start, c.node.end)
+        over = m.start() if m else c.node.end
+        args = sorted((k for k in c.node.children if k.start >= 0 and k.end <= over), key=lambda k: k.start)
     if first is not None and first.literal is not None and first.literal.kind in ("STRING", "NULL_LITERAL") \
-            and c.text[: first.start].rstrip().endswith("("):
+            and c.text[: first.start].rstrip().endswith("(") and not (c.name in ("lag", "lead") and len(args) == 3):
+        # (lag and lead with a default are of anycompatible: literals alone there are text)
         raise SQLError(f"{_POLYMORPHIC[c.name]}: {c.name}({_written(c.text, first)}...)")
+    if not args:
+        return None
+    if c.name == "nth_value":
+        n = args[-1].literal if args else None  # (the position: its value may be unplaced, overlay(...))
+        if n is not None and n.kind == "INTEGER" and int(n.text) <= 0:
+            raise SQLError("argument of nth_value must be greater than zero")
+        return None
+    if len(args) == 3 and not (args[2].literal is not None and args[2].literal.kind in ("NULL_LITERAL", "INTEGER")):
+        # PostgreSQL's result is the common type of the value and a default (an integer
+        # with 2.5 is numeric); DuckDB's is the value's, the default cast to it (3, or an
+        # error for a NaN to a bigint): the value is read as the common type (a list of both
+        # has it).
+        value, offset, default = (c.text_of(k) for k in args)
+        return (f"{c.name}(list_value({value}, {default})[1], {offset}, {default}"
+                + c.span_text(args[2].end, c.node.end))
     return None
 
 
@@ -1405,7 +1513,49 @@ def _cast(c: Call) -> str | None:
     from colmz.sql.translate import cast_rewrite  # translate imports this module
 
     x, t = c.node.children
-    return cast_rewrite(c, x, _type_text(t, c.text).upper())
+    target = _type_text(t, c.text)
+    return _cast_checked(x, c, target, cast_rewrite(c, x, target.upper()), c.text_of(x))
+
+
+def _cast_checked(x: Expression, c: Call, target: str, cast: str | None, operand: str | None = None) -> str | None:
+    # The cast ``cast`` (its text; None: as written) of the operand ``x`` raising
+    # PostgreSQL's "cannot cast type ..." for a row whose type PostgreSQL has no cast of to
+    # ``target`` (DuckDB casts a bigint or a double to boolean, a boolean to bigint, any value
+    # to JSON), through CAST_CHECK; the cast itself where no type is refused or the
+    # operand's type shows and is not refused. A literal or a cast whose type is refused
+    # raises here, as PostgreSQL's parser does. (The cast stays whole inside the check: later
+    # passes read it.)
+    target = TYPE_SPELLINGS.get(target, target)
+    bad = _CAST_REFUSED.get(target)
+    if bad is None:
+        return cast
+    if x.literal is not None:
+        shown = _LITERAL_TYPES.get(x.literal.kind)
+    elif _is_cast(x, c.text) and not x.children[1].children:
+        shown = TYPE_SPELLINGS.get(_type_text(x.children[1], c.text), "")
+    elif x.cls == "FUNCTION" and len(x.name) == 1 and x.name[0].lower() in _NUMBER_AGGREGATES:
+        shown = "numeric"  # (a count, sum or mean: a number of some type, never a boolean or date)
+    else:
+        return (f"{CAST_CHECK}({c.by(None) if cast is None else cast}, "
+                f"{c.text_of(x) if operand is None else operand}, '{target}', '{bad}')")
+    if shown in _CAST_LETTERS and _CAST_LETTERS[shown] in bad:
+        raise SQLError(f"cannot cast type {shown} to {target}")
+    return cast
+
+
+#: The macro :func:`_cast_checked` writes (:data:`TRANSFORM_MACROS`), and the types
+#: it tells apart: (letter, DuckDB's name, PostgreSQL's).
+CAST_CHECK = RESERVED_PREFIX + "cast_check"
+_CAST_TYPES = (("b", "BOOLEAN", "boolean"), ("s", "SMALLINT", "smallint"), ("4", "INTEGER", "integer"),
+               ("l", "BIGINT", "bigint"), ("n", "DECIMAL(%)", "numeric"), ("f", "DOUBLE", "double precision"),
+               ("r", "FLOAT", "real"), ("d", "DATE", "date"), ("t", "TIMESTAMP", "timestamp without time zone"),
+               ("z", "TIMESTAMP WITH TIME ZONE", "timestamp with time zone"), ("i", "INTERVAL", "interval"))
+_CAST_LETTERS = {pg: k for k, _, pg in _CAST_TYPES}
+_NUMBER_AGGREGATES = frozenset({"count", "count_star", "sum", "avg"})
+#: The source types (:data:`_CAST_TYPES`' letters) PostgreSQL has no cast of to a target.
+_CAST_REFUSED = {"boolean": "slnfrdtzi", "smallint": "b", "bigint": "b", "jsonb": "bs4lnfrdtzi"}
+#: The type of a literal of each kind (a string's or NULL's is the cast's: none here).
+_LITERAL_TYPES = {"INTEGER": "integer", "NUMERIC": "numeric", "BOOLEAN": "boolean"}
 
 
 #: Type names DuckDB spells otherwise: colmz stores jsonb as JSON text and Materialize's
@@ -1546,7 +1696,8 @@ def _json_cast(c: Call) -> str | None:
         return None
     if x.literal is None or x.literal.kind != "STRING":
         # any other value (a json or text column, a json cast) read as jsonb when it runs
-        return f"CAST({JSONB_IN}(CAST({c.text_of(x)} AS VARCHAR)) AS JSON)"
+        operand = c.text_of(x)
+        return _cast_checked(x, c, "jsonb", f"CAST({JSONB_IN}(CAST({operand} AS VARCHAR)) AS JSON)", operand)
     try:
         norm = jsonb_text(x.literal.text)
     except ValueError:
@@ -1848,6 +1999,8 @@ def _regexp_replace(c: Call) -> str | None:
             raise UnsupportedSQL("regexp_replace(..., 'g') with a pattern that may match an empty string "
                                  "(or is not a literal) is not supported by colmz (PostgreSQL and RE2 "
                                  "replace empty matches after a match differently)")
+        if "i" in flags and pattern is not None and pattern.kind == "STRING" and not pattern.text.isascii():
+            raise UnsupportedSQL(_CASE_FOLD_REFUSAL)
     else:
         flags = "s"
     x, p, r = c.args[:3]
@@ -1909,6 +2062,11 @@ def _regexp_not(c: Call) -> str | None:
     return None if inner is None else f"(NOT {inner})"
 
 
+_CASE_FOLD_REFUSAL = ("a case-insensitive regular expression match (~*, !~*, flag i) with a pattern holding "
+                      "non-ASCII text is not supported by colmz (PostgreSQL folds ASCII letters only, DuckDB "
+                      "every cased letter)")
+
+
 def _regexp_operator(c: Call, node: Expression | None = None) -> str | None:
     kids = (node or c.node).children
     if len(kids) == 2:
@@ -1920,9 +2078,7 @@ def _regexp_operator(c: Call, node: Expression | None = None) -> str | None:
     p = kids[1].literal
     if "i" in options and p is not None and p.kind == "STRING" and not p.text.isascii():
         # PostgreSQL's case-insensitive match folds ASCII letters only in the C locale, RE2 every one
-        raise UnsupportedSQL("a case-insensitive regular expression match (~*, !~*, flag i) with a pattern "
-                             "holding non-ASCII text is not supported by colmz (PostgreSQL folds ASCII "
-                             "letters only, DuckDB every cased letter)")
+        raise UnsupportedSQL(_CASE_FOLD_REFUSAL)
     return f"{REGEXP_MATCH}({c.text_of(kids[0])}, {c.text_of(kids[1])}, '{options}')"
 
 
@@ -1940,9 +2096,53 @@ def _date_trunc(c: Call) -> str:
     if unit is not None and unit.kind == "STRING" and unit.text.strip().lower() in _ORDINAL_UNITS:
         # PostgreSQL's centuries and millennia start at a year 1 (2001, 1901), DuckDB's at 0
         raise UnsupportedSQL(f"date_trunc('{unit.text}', ...) is not supported by colmz ({_ORDINAL_REASON})")
-    # a unit known only when the query runs is refused then (DATE_TRUNC_UNIT)
-    text = c.args[0] if unit is not None else f"{DATE_TRUNC_UNIT}({c.args[0]})"
-    return f"date_trunc({text}, {DATE_AS_TIMESTAMPTZ}({c.args[1]}))"
+    operand = c.arguments[1]
+    if _binds_late(operand):
+        # DuckDB picks the typed macro's overload before it binds an aggregate or a window
+        # function (max(ts) took the date's: a timestamptz): min and max commute with the
+        # truncation (it keeps the order), so they take it inside; others are refused
+        n = operand
+        if n.cls == "FUNCTION" and len(n.name) == 1 and n.name[0].lower() in ("min", "max") and not (
+                n.filter is not None or n.order_by or n.distinct) and len(n.children) == 1 and n.start >= 0:
+            inner = _date_trunc_text(c, unit, c.text_of(n.children[0]))
+            return f"{n.name[0]}({inner})"
+        raise UnsupportedSQL("date_trunc() of an aggregate or window function other than min or max is not "
+                             "supported by colmz (DuckDB cannot tell a date from a timestamp there): truncate "
+                             "inside it, e.g. first_value(date_trunc('day', ts)) OVER (...)")
+    return _date_trunc_text(c, unit, c.args[1])
+
+
+def _binds_late(e: Expression) -> bool:
+    # Whether ``e`` holds a window function or a call of an aggregate (by name, or by its
+    # FILTER, ORDER BY or DISTINCT), which DuckDB binds after a macro's overload is chosen
+    return any(n.cls == "WINDOW" or (n.cls == "FUNCTION" and len(n.name) == 1 and (
+        n.name[0].lower() in _LATE_AGGREGATES or n.filter is not None or n.order_by or n.distinct))
+        for n in e.walk())
+
+
+#: Aggregates (their names) :func:`_binds_late` knows.
+_LATE_AGGREGATES = frozenset({"min", "max", "any_value", "first", "last", "arbitrary", "mode", "arg_min",
+                              "arg_max", "min_by", "max_by", "percentile_disc", "quantile_disc", "sum", "count", "count_star",
+                              "avg", "stddev", "stddev_samp", "stddev_pop", "variance", "var_samp", "var_pop",
+                              "bool_and", "bool_or", "every", "string_agg", "array_agg", "percentile_cont",
+                              "quantile_cont", "median", "product", "corr", "covar_samp", "covar_pop"})
+
+
+def _date_trunc_text(c: Call, unit, operand: str) -> str:
+    # date_trunc of ``operand`` by ``unit`` (the unit's literal node or None), its date read
+    # as a timestamptz
+    x = f"{DATE_AS_TIMESTAMPTZ}({operand})"
+    if unit is None:
+        # a unit known only when the query runs is refused then (DATE_TRUNC_UNIT)
+        return f"date_trunc({DATE_TRUNC_UNIT}({c.args[0]}), {x})"
+    if unit.kind != "STRING":
+        return f"date_trunc({c.args[0]}, {x})"
+    u = unit.text.strip().lower().replace("'", "''")
+    if u in _WEEK_UNITS:
+        x = _unit_checked(x, u, "supported", "i")
+    elif u not in _TRUNC_UNITS and u not in _ZONE_UNITS:  # (DuckDB has no zone unit either)
+        x = _unit_checked(x, u, "recognized", "dtzi")
+    return f"date_trunc('{_UNIT_SPELLINGS.get(u, u)}', {x})"
 
 
 #: The units naming centuries and millennia, in PostgreSQL's or DuckDB's spelling (both take
@@ -2001,6 +2201,13 @@ AGG_ARRAYS_ERRORS = ("cannot accumulate null arrays", "cannot accumulate empty a
 
 #: Macros and Python functions the rules above call (defined on every colmz connection by
 #: :func:`colmz.sql.connect`, with :data:`colmz.sql.translate.MACROS`).
+def _type_case(types, i: int) -> str:
+    # SQL of field ``i`` of the entry of ``types`` (letter, DuckDB's type name as a LIKE
+    # pattern, PostgreSQL's name) whose pattern x's type matches ('-' for none)
+    whens = " ".join(f"WHEN typeof(x) LIKE '{t[1]}' THEN '{t[i]}'" for t in types)
+    return f"CASE {whens} ELSE '-' END"
+
+
 TRANSFORM_MACROS = (
     *(f"CREATE OR REPLACE MACRO {macro}(x) AS CASE WHEN typeof(x) = 'VARCHAR' AND "
       f"isinf(TRY_CAST(CAST(x AS VARCHAR) AS {'REAL' if name == 'real' else 'DOUBLE'})) AND NOT "
@@ -2044,6 +2251,13 @@ TRANSFORM_MACROS = (
     "true)) END",
     f"CREATE OR REPLACE MACRO {AGG_ARRAYS}_first(r, n, d) AS CASE WHEN n > 0 AND (d IS NULL OR d = 0 OR n < d) "
     f"THEN error('{AGG_ARRAYS_ERRORS[0]}') WHEN d > 0 THEN error('{AGG_ARRAYS_ERRORS[2]}') ELSE r END",
+    # (typeof, not typed overloads: DuckDB picks an overload before it binds an aggregate or
+    # window argument, by no type of it)
+    f"CREATE OR REPLACE MACRO {UNIT_CHECK}(x, w, bad) AS CASE WHEN x IS NOT NULL AND contains(bad, "
+    f"{_type_case(_UNIT_TYPES, 0)}) THEN error('unit ' || w || ' for type ' || {_type_case(_UNIT_TYPES, 2)}) "
+    "ELSE x END",
+    f"CREATE OR REPLACE MACRO {CAST_CHECK}(r, x, t, bad) AS CASE WHEN contains(bad, {_type_case(_CAST_TYPES, 0)}) "
+    f"THEN error('cannot cast type ' || {_type_case(_CAST_TYPES, 2)} || ' to ' || t) ELSE r END",
     f"CREATE OR REPLACE MACRO {DATE_TRUNC_UNIT}(u) AS CASE WHEN lower(u) IN "
     f"({', '.join(repr(x) for x in sorted(_ORDINAL_UNITS))}) THEN error('date_trunc(''' || u || "
     f"''', ...) is not supported by colmz ({_ORDINAL_REASON.replace(chr(39), chr(39) * 2)})') ELSE u END",
@@ -2056,6 +2270,13 @@ TRANSFORM_TYPED_MACROS = (
     *((f"CREATE OR REPLACE MACRO {CALL_MACROS[f]}(x VARCHAR) AS translate(x, '{a}', '{b}')",
        f"CREATE OR REPLACE MACRO {CALL_MACROS[f]}(x) AS translate(x, '{a}', '{b}')")
       for f, a, b in (("upper", _ASCII, _ASCII.upper()), ("lower", _ASCII.upper(), _ASCII))),
+    # (integers first: DuckDB picks the first typed overload for an aggregate's value, whose
+    # sign is the same number as a double)
+    (f"CREATE OR REPLACE MACRO {SIGN}" + "".join(
+        f"(x {t}) AS CAST(sign(x) AS DOUBLE), " for t in ("INTEGER", "BIGINT", "SMALLINT", "TINYINT", "HUGEINT",
+                                                        "DOUBLE", "FLOAT"))
+     + "(x DECIMAL) AS CAST(sign(x) AS DECIMAL(1,0)), (x) AS sign(x)",
+     f"CREATE OR REPLACE MACRO {SIGN}(x) AS sign(x)"),
     (f"CREATE OR REPLACE MACRO {DATE_AS_TIMESTAMPTZ}(x DATE) AS CAST(x AS TIMESTAMPTZ), (x) AS x",
      f"CREATE OR REPLACE MACRO {DATE_AS_TIMESTAMPTZ}(x) AS CASE WHEN typeof(x) = 'DATE' THEN "
      "error('date_trunc() of a date is not supported by colmz with this DuckDB (PostgreSQL makes it "
@@ -2617,6 +2838,16 @@ _when((*_ARITH_OPS, "COMPARISON"), _real_mixed, lambda e, w: _real_operator(e) i
 # PostgreSQL's ^ is its power(): its domain errors, not DuckDB's NaN or infinity
 _when(("^",), lambda c: f"{CHECKED_MATH['power']}({c.args[0]}, {c.args[1]})",
       lambda e, w: e.cls == "FUNCTION" and len(e.children) == 2, ops=("^",))
+# PostgreSQL's prefix |/ and ||/ are its sqrt() (its domain error) and cbrt(); DuckDB has neither
+_when(("|/",), lambda c: f"{CHECKED_MATH['sqrt']}({c.args[0]})",
+      lambda e, w: e.cls == "FUNCTION" and len(e.children) == 1, ops=("|/",))
+_when(("||/",), lambda c: f"cbrt({c.args[0]})", lambda e, w: e.cls == "FUNCTION" and len(e.children) == 1,
+      ops=("||/",))
+# DuckDB reads n ! as factorial(n); PostgreSQL 14 removed its postfix operators (a syntax error)
+_when(("factorial",), _refuse("the postfix operator ! is not supported by colmz (PostgreSQL has none since "
+                              "version 14): write factorial(n)"),
+      lambda e, w: (t := w.token_at(e)[0]) is not None and not (t.kind in ("word", "qident")
+                                                                and t.name == "factorial"), ops=("!",))
 # (a row comparison is triggered by _MAY_COMPARE_ROWS, read in may_transform)
 _entry(("COMPARISON", *_ROW_TESTS, "COMPARE_IN", "OPERATOR_NOT", "SUBQUERY"))(_node_rule)
 # (and varchar(n), varying(n): may_transform reads the "(")
@@ -2742,7 +2973,7 @@ CALLS: dict[str, Rule] = {
     "substr": _substr, "substring": _substr, "round": _round, "generate_series": _generate_series,
     "every": _rename("bool_and"),  # PostgreSQL's every is bool_and
     "array_to_string": _third_argument, "string_to_array": _third_argument, "date_trunc": _date_trunc,
-    "regexp_replace": _regexp_replace, "chr": _macro(CHR, 1), "unnest": _unnest,
+    "regexp_replace": _regexp_replace, "chr": _macro(CHR, 1), "sign": _sign, "date_part": _date_part, "unnest": _unnest,
     "split_part": _macro(SPLIT_PART, 3), "string_agg": _string_agg,
     # PostgreSQL's meaning where DuckDB's namesake answers otherwise (NaN or an infinity
     # where PostgreSQL raises; 0 for an empty array's length): colmz's macro.

@@ -83,6 +83,16 @@ SAFE = {**LITERALS, "bigint": ["-2::bigint", "0::bigint", "NULL::bigint"],
         "float": ["0.5::float8", "(-0.0)::float8", "2.0::float8", "NULL::float8"]}
 
 
+#: extract's and date_part's fields, each type's and others (a type lacking one raises).
+_UNITS = ("microsecond", "milliseconds", "second", "secs", "minute", "hour", "day", "week", "month", "quarter", "qtr",
+          "year", "decade", "century", "millennium", "dow", "isodow", "doy", "epoch", "julian", "isoyear", "timezone",
+          "timezone_hour")
+#: date_trunc's units, and units it lacks (``dow``, ``epoch``: PostgreSQL raises). KNOWN:
+#: centuries and millennia are refused by colmz (DuckDB's begin a year earlier).
+_TRUNC_UNITS = ("microseconds", "milliseconds", "second", "minute", "hour", "day", "week", "month", "quarter", "qtr",
+                "year", "decade", "dow", "epoch", "doy")
+
+
 def _p(s: str) -> str:
     return f"({s})"
 
@@ -173,7 +183,6 @@ def _compound(kind: str, sub, safe) -> st.SearchStrategy[str]:
             sub("numeric").map(lambda e: f"{_p(e)}::int"),
             safe("bigint").map(lambda e: f"{_p(e)}::int"),
             _call("mod", i, i),
-            _call("sign", i),
             _call("position", sub("text"), sub("text")).map(lambda e: e.replace(", ", " IN ", 1)),
             _binary(sub("date"), ["-"]),
             st.tuples(sub("text"), st.sampled_from(["'a'", "','", "'é'"])).map(
@@ -184,6 +193,13 @@ def _compound(kind: str, sub, safe) -> st.SearchStrategy[str]:
                 lambda t: f"(ARRAY[{', '.join(t[0])}]::int[])[{t[1]}]"),
             st.lists(st.sampled_from(["1", "NULL", "7"]), min_size=0, max_size=3).map(
                 lambda xs: f"array_length(ARRAY[{', '.join(xs)}]::int[], 1)"),
+            # casts from other kinds (a boolean, text that may not be digits, jsonb)
+            sub("bool").map(lambda e: f"{_p(e)}::int"),
+            sub("text").map(lambda e: f"{_p(e)}::int"),
+            _call(st.sampled_from(["gcd", "lcm"]), i.map(lambda e: f"({e} % 1000)"), i.map(lambda e: f"({e} % 1000)")),
+            sub("text").map(lambda e: f"ascii({e})"),
+            sub("text").map(lambda e: f"octet_length({e})"),
+            _binary(sub("date"), ["-"]),
         ]
     elif kind == "bigint":
         b = sub("bigint")
@@ -212,6 +228,11 @@ def _compound(kind: str, sub, safe) -> st.SearchStrategy[str]:
             st.tuples(st.sampled_from(["year", "month", "day", "dow", "week", "isodow", "isoyear", "quarter", "doy",
                                        "epoch", "julian", "decade", "century"]), sub("date")).map(
                 lambda t: f"extract({t[0]} FROM {t[1]})"),
+            st.tuples(st.sampled_from(_UNITS), st.sampled_from(["date", "timestamp", "timestamptz", "interval"]).flatmap(
+                sub)).map(lambda t: f"extract({t[0]} FROM {t[1]})"),
+            sub("int").map(lambda e: f"{_p(e)}::numeric"),
+            n.map(lambda e: f"sqrt(abs({e}))"), n.map(lambda e: f"ln(abs({e}) + 1)"),
+            n.map(lambda e: f"exp(({e}) % 5)"), n.map(lambda e: f"power(abs({e}), 2)"),
         ]
     elif kind == "float":
         f = sub("float")
@@ -231,6 +252,10 @@ def _compound(kind: str, sub, safe) -> st.SearchStrategy[str]:
             f.map(lambda e: f"(- {e})"),
             st.tuples(st.sampled_from(["'year'", "'hour'", "'day'", "'epoch'"]), sub("timestamp")).map(
                 lambda t: f"date_part({t[0]}, {t[1]})"),
+            st.tuples(st.sampled_from([f"'{u}'" for u in _UNITS]), st.sampled_from(
+                ["date", "timestamp", "timestamptz", "interval"]).flatmap(sub)).map(lambda t: f"date_part({t[0]}, {t[1]})"),
+            sub("int").map(lambda e: f"cbrt({e})"),
+            sub("int").map(lambda e: f"sign({e})"),  # (a double in PostgreSQL)
         ]
     elif kind == "text":
         t = sub("text")
@@ -269,6 +294,25 @@ def _compound(kind: str, sub, safe) -> st.SearchStrategy[str]:
             sub("jsonb").map(lambda e: f"{_p(e)} ->> 0"),
             sub("jsonb").map(lambda e: f"{_p(e)} ->> 'a'"),
             sub("jsonb").map(lambda e: f"jsonb_typeof({e})"),
+            # initcap (the C locale's letters), chr/ascii, overlay, concat/concat_ws with NULLs
+            t.map(lambda e: f"initcap({e})"),
+            sub("int").map(lambda e: f"chr(abs({e}) % 1000 + 32)"),
+            st.tuples(t, sub("text"), st.sampled_from(["1", "2", "4"]), st.sampled_from(["", " FOR 0", " FOR 2"])).map(
+                lambda x: f"overlay({x[0]} PLACING {x[1]} FROM {x[2]}{x[3]})"),
+            st.lists(st.one_of(t, sub("int"), st.just("NULL")), min_size=1, max_size=4).map(
+                lambda xs: f"concat({', '.join(xs)})"),
+            st.tuples(st.sampled_from(["','", "''", "NULL", "'é'"]), st.lists(st.one_of(t, st.just("NULL")), min_size=1,
+                                                                            max_size=3)).map(
+                lambda x: f"concat_ws({x[0]}, {', '.join(x[1])})"),
+            # regexp_replace with flags; patterns that never match an empty string
+            st.tuples(t, st.sampled_from(["'a'", "'[aeiou]'", "'(l+)'", "'É'", "'^.'", "'.$'"]),
+                      st.sampled_from(["'-'", "''", "'<\\1>'", "'\\&\\&'"]),
+                      st.sampled_from(["", ", 'g'", ", 'i'", ", 'gi'"])).map(
+                lambda x: f"regexp_replace({x[0]}, {x[1]}, {x[2]}{x[3]})"),
+            st.tuples(t, st.sampled_from(["'[a-z]+'", "'(.)(.)'", "'é'", "'x'"]), st.sampled_from(["", ", 'i'"])).map(
+                lambda x: f"(regexp_match({x[0]}, {x[1]}{x[2]}))[1]"),
+            st.tuples(sub("timestamp"), st.sampled_from(["'YYYY-MM-DD'", "'HH24:MI:SS'", "'Dy Mon DD'"])).map(
+                lambda x: f"to_char({x[0]}, {x[1]})"),
         ]
     elif kind == "bool":
         cmp_ops = ["=", "<>", "<", "<=", ">", ">="]
@@ -317,12 +361,22 @@ def _compound(kind: str, sub, safe) -> st.SearchStrategy[str]:
             st.tuples(sub("jsonb"), st.sampled_from(["? 'a'", "@> '{\"a\": 1}'", "<@ '[1, \"x\", null]'",
                                                       "= '1'::jsonb", "?| ARRAY['a', 'x']"])).map(
                 lambda t: _p(f"{t[0]} {t[1]}")),
+            # casts to boolean from each kind (PostgreSQL has them from integer and text only)
+            st.sampled_from(["int", "bigint", "numeric", "float", "text"]).flatmap(safe).map(lambda e: f"{_p(e)}::boolean"),
+            _binary(sub("date"), cmp_ops, sub("timestamptz")),
+            st.tuples(sub("text"), st.sampled_from(["~", "~*", "!~", "!~*"]),
+                      st.sampled_from(["'^[a-z]+$'", "'\\d'", "'[[:upper:]]'", "'É'", "'o.'"])).map(
+                lambda t: _p(f"{t[0]} {t[1]} {t[2]}")),
         ]
     elif kind == "date":
         d = sub("date")
         options += [_binary(d, ["+", "-"], sub("int").map(lambda e: f"({e} % 1000)")),
                     sub("timestamp").map(lambda e: f"{_p(e)}::date"),
-                    sub("timestamptz").map(lambda e: f"{_p(e)}::date")]
+                    sub("timestamptz").map(lambda e: f"{_p(e)}::date"),
+                    st.tuples(st.sampled_from(["2024", "2023", "1999"]), sub("int").map(lambda e: f"(abs({e}) % 12 + 1)"),
+                              sub("int").map(lambda e: f"(abs({e}) % 28 + 1)")).map(
+                        lambda t: f"make_date({t[0]}, {t[1]}, {t[2]})"),
+                    _binary(st.sampled_from(["7", "-1"]), ["+"], d)]
     elif kind == "timestamp":
         ts = sub("timestamp")
         options += [
@@ -335,6 +389,9 @@ def _compound(kind: str, sub, safe) -> st.SearchStrategy[str]:
             sub("timestamptz").map(lambda e: f"{_p(e)}::timestamp"),
             st.tuples(st.sampled_from(["'week'", "'quarter'", "'second'", "'decade'"]), ts).map(
                 lambda t: f"date_trunc({t[0]}, {t[1]})"),
+            st.tuples(st.sampled_from([f"'{u}'" for u in _TRUNC_UNITS]), ts).map(lambda t: f"date_trunc({t[0]}, {t[1]})"),
+            st.tuples(st.sampled_from(["0", "1700000000", "-86400"]), sub("int")).map(
+                lambda t: f"to_timestamp({t[0]} + {t[1]})::timestamp"),
         ]
     elif kind == "timestamptz":
         tz = sub("timestamptz")
@@ -344,6 +401,8 @@ def _compound(kind: str, sub, safe) -> st.SearchStrategy[str]:
             sub("date").map(lambda e: f"{_p(e)}::timestamptz"),
             st.tuples(st.sampled_from(["'day'", "'hour'", "'month'", "'week'"]), tz).map(
                 lambda t: f"date_trunc({t[0]}, {t[1]})"),
+            st.tuples(st.sampled_from([f"'{u}'" for u in _TRUNC_UNITS]), sub("date")).map(
+                lambda t: f"date_trunc({t[0]}, {t[1]})"),
         ]
     elif kind == "interval":
         iv = sub("interval")
@@ -351,13 +410,18 @@ def _compound(kind: str, sub, safe) -> st.SearchStrategy[str]:
                     _binary(iv, ["*"], st.sampled_from(["2", "3", "0", "-1"])),
                     _binary(sub("timestamp"), ["-"]),
                     _binary(sub("timestamptz"), ["-"]),
-                    iv.map(lambda e: f"(- {e})")]
+                    iv.map(lambda e: f"(- {e})"),
+                    _call("age", sub("timestamp"), sub("timestamp")),
+                    st.tuples(st.sampled_from([f"'{u}'" for u in _TRUNC_UNITS]), iv).map(
+                        lambda t: f"date_trunc({t[0]}, {t[1]})")]
     elif kind == "jsonb":
         j = sub("jsonb")
         options += [j.map(lambda e: f"{_p(e)} -> 0"), j.map(lambda e: f"{_p(e)} -> 'b'"),
                     j.map(lambda e: f"{_p(e)} -> -1"),
                     _binary(j, ["||"]),
-                    j.map(lambda e: f"{_p(e)} - 'a'")]
+                    j.map(lambda e: f"{_p(e)} - 'a'"),
+                    # casts to jsonb (PostgreSQL has them from text and json only)
+                    st.sampled_from(["int", "numeric", "bool", "text"]).flatmap(sub).map(lambda e: f"{_p(e)}::jsonb")]
     return st.one_of(*options)
 
 
@@ -384,7 +448,7 @@ def queries(draw) -> str:
     table = draw(st.sampled_from(sorted(TABLES)))
     cols = TABLES[table]
     shape = draw(st.sampled_from(["project", "project", "aggregate", "window", "no_from", "distinct_on", "setop",
-                                  "limit"]))
+                                  "limit", "grouping", "correlated"]))
     if shape == "no_from":
         cols = {}
     n = draw(st.integers(1, 3))
@@ -425,9 +489,47 @@ def queries(draw) -> str:
         if where:
             sql += f" WHERE {where}"
         return sql
+    if shape == "correlated":
+        # a scalar subquery, EXISTS or LATERAL over another table, correlated by a column
+        other = draw(st.sampled_from(sorted(t for t in TABLES if t != table)))
+        ocols = TABLES[other]
+        okey = KEYS[other]
+        mine = draw(st.sampled_from([c for k in ("int", "bigint") for c in cols.get(k, [])]))
+        theirs = draw(st.sampled_from([c for k in ("int", "bigint") for c in ocols.get(k, [])]))
+        kind = draw(st.sampled_from([k for k in ("int", "text", "float", "bigint") if ocols.get(k)]))
+        arg = draw(expr(kind, {k: [f"o.{c}" for c in v] for k, v in ocols.items()}, 1))
+        agg = draw(st.sampled_from(["count", "max", "min"] + (["sum"] if kind != "text" else [])))
+        cond = f"o.{theirs} {draw(st.sampled_from(['=', '<', '>=']))} t.{mine}"
+        form = draw(st.sampled_from(["scalar", "first", "exists", "lateral", "left_lateral"]))
+        mine_key = ", ".join(f"t.{c.strip()}" for c in key.split(","))
+        if form == "scalar":
+            return f"SELECT {mine_key}, (SELECT {agg}({arg}) FROM {other} o WHERE {cond}) AS s FROM {table} t"
+        if form == "first":
+            return (f"SELECT {mine_key}, (SELECT {arg} FROM {other} o WHERE {cond} "
+                    f"ORDER BY {', '.join(f'o.{c.strip()}' for c in okey.split(','))} LIMIT 1) AS s FROM {table} t")
+        if form == "exists":
+            return (f"SELECT {mine_key} FROM {table} t WHERE {draw(st.sampled_from(['', 'NOT ']))}EXISTS "
+                    f"(SELECT 1 FROM {other} o WHERE {cond})")
+        join = "CROSS JOIN LATERAL" if form == "lateral" else "LEFT JOIN LATERAL"
+        return (f"SELECT {mine_key}, l.s FROM {table} t {join} (SELECT {agg}({arg}) AS s FROM {other} o "
+                f"WHERE {cond}{draw(st.sampled_from(['', ' HAVING count(*) > 1']))}) l"
+                f"{' ON true' if form == 'left_lateral' else ''}")
     group_kind = draw(st.sampled_from([k for k in ("int", "text", "bigint") if cols.get(k)]))
     # (key: the table's unique ordering, set above)
     group = draw(st.sampled_from(cols[group_kind]))
+    if shape == "grouping":
+        # GROUPING SETS, ROLLUP, CUBE over two columns, with grouping()
+        second = draw(st.sampled_from([c for k in ("int", "text", "bigint", "date") for c in cols.get(k, [])
+                                       if c != group] or [group]))
+        sets = draw(st.sampled_from([f"ROLLUP ({group}, {second})", f"CUBE ({group}, {second})",
+                                     f"GROUPING SETS (({group}), ({second}), ())", f"{group}, ROLLUP ({second})",
+                                     f"GROUPING SETS (({group}, {second}), ({group}))"]))
+        kind = draw(st.sampled_from(["int", "bigint", "float", "text"]))
+        arg = draw(expr(kind, cols, 1))
+        fn = draw(st.sampled_from(["count", "max", "min"] + (["sum"] if kind != "text" else [])))
+        g = draw(st.sampled_from([f"grouping({group})", f"grouping({group}, {second})", f"grouping({second}, {group})"]))
+        having = draw(st.sampled_from(["", f" HAVING {g} < 3", " HAVING count(*) > 1"]))
+        return f"SELECT {group}, {second}, {fn}({arg}) AS a, {g} AS g, count(*) AS n FROM {table} GROUP BY {sets}{having}"
     if shape == "aggregate":
         aggs = []
         for i in range(draw(st.integers(1, 3))):
@@ -468,7 +570,10 @@ def queries(draw) -> str:
     fn = draw(st.sampled_from(
         ["row_number()", "rank()", "dense_rank()", f"lag({arg})", f"lead({arg}, 2)", f"first_value({arg})",
          f"count({arg})", f"max({arg})", f"min({arg})", "count(*)", "percent_rank()", "ntile(3)", "cume_dist()",
-         f"last_value({arg})", f"nth_value({arg}, 2)", f"lag({arg}, 1, NULL)"]
+         f"last_value({arg})", f"nth_value({arg}, 2)", f"lag({arg}, 1, NULL)",
+         f"lag({arg}, {draw(st.sampled_from(['0', '2', '3']))}, {draw(expr(kind, {}, 0))})",
+         f"lead({arg}, {draw(st.sampled_from(['1', '2']))}, {draw(expr(kind, {}, 0))})",
+         f"nth_value({arg}, {draw(st.sampled_from(['1', '3', '0']))})", "ntile(1)", "ntile(10)"]
         + ([f"sum({arg})"] if kind != "text" else []) + ([f"avg({arg})"] if kind == "float" else [])))
     frames = ["", " ROWS BETWEEN 1 PRECEDING AND 1 FOLLOWING", " ROWS BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW",
               " ROWS BETWEEN 2 PRECEDING AND 1 PRECEDING", " ROWS BETWEEN CURRENT ROW AND UNBOUNDED FOLLOWING",
