@@ -99,6 +99,7 @@ __all__ = [
     "TYPED_MACROS",
     "convert_from",
     "date_bin",
+    "date_part",
     "decode",
     "encode",
     "get_byte",
@@ -1421,9 +1422,10 @@ _FRACTION_UNITS = {**dict.fromkeys(("second", "seconds", "s", "sec", "secs"), "1
                    **dict.fromkeys(("millisecond", "milliseconds", "ms", "msec", "msecs", "millisecon"), "1000.0")}
 
 
-def _date_part(c):
-    # PostgreSQL's date_part is a double precision, seconds and milliseconds with their
-    # fraction; a unit that is not a literal is refused (its kind is not known here)
+def date_part(c):
+    """PostgreSQL's ``date_part(unit, x)`` (a rule of :data:`colmz.sql.transforms.CALLS`, which
+    checks the zone's units first): a double precision, seconds and milliseconds with their
+    fraction; a unit that is not a literal is refused (its kind is not known here)."""
     if not c.plain or len(c.arguments) != 2:
         return None
     unit = c.arguments[0].literal
@@ -1472,7 +1474,6 @@ def _generate_subscripts(c):
 CALLS = {
     "regexp_matches": _set_returning(REGEXP_MATCHES), "regexp_split_to_table": _set_returning(REGEXP_SPLIT_TABLE),
     "regexp_split_to_array": _regexp_call(REGEXP_SPLIT), "regexp_match": _regexp_call(REGEXP_MATCH_ARRAY),
-    "date_part": _date_part,
     "pg_size_pretty": _call(PG_SIZE_PRETTY, (1,)), **{f: _bytea_call(m, (1,)) for f, m in SHA.items()},
     "get_byte": _bytea_call(GET_BYTE, (2,)), "convert_from": _bytea_call(CONVERT_FROM, (2,)),
     "bit_length": _call(BIT_LENGTH, (1,)), "generate_subscripts": _generate_subscripts,

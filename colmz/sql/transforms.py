@@ -369,13 +369,14 @@ def _extract(c: Call) -> str | None:
 
 @_plain(2)
 def _date_part(c: Call) -> str | None:
-    # date_part(text, ...) reads a date as a timestamp: only the zone's units are refused
-    # there (and of an interval, which DuckDB refuses too)
-    unit = c.arguments[0].literal
+    # PostgreSQL's date_part (pgfuncs.date_part: a double precision); it reads a date as a
+    # timestamp, so only the zone's units are refused there (and of an interval, which
+    # DuckDB refuses too)
+    unit = c.arguments[0].literal if len(c.arguments) == 2 and c.plain else None
     if unit is None or unit.kind != "STRING" or unit.text.strip().lower() not in _ZONE_UNITS:
-        return None
+        return pgfuncs.date_part(c)
     u = unit.text.strip().lower()
-    return f"date_part({c.args[0]}, {_unit_checked(c.args[1], u, 'supported', 'dti')})"
+    return f"CAST(date_part({c.args[0]}, {_unit_checked(c.args[1], u, 'supported', 'dti')}) AS DOUBLE)"
 
 
 def _unit_checked(x: str, unit: str, verb: str, bad: str) -> str:
