@@ -144,8 +144,8 @@ def translate(sql: str, relations: Relations = ()) -> str:
     (:func:`colmz.sql.typing_pass.array_columns`). The result is remembered per text and
     relations (a pure function of them; a refusal is raised again each time).
 
-    >>> translate("SELECT v, w::JSONB FROM t WHERE ts + 5 > mz_now()")
-    'SELECT v, CAST(__colmz_jsonb_in(CAST(w AS VARCHAR)) AS JSON) FROM t WHERE ts + 5 > __colmz_mz_now__'
+    >>> translate("SELECT v, btrim(w) FROM t WHERE ts + 5 > mz_now()")
+    'SELECT v, trim(w) FROM t WHERE ts + 5 > __colmz_mz_now__'
     """
     # Nesting is measured first, in one pass over the tokens: every rewrite below reads a
     # nested construct once per level, so a text nested deeper is refused before any runs.
