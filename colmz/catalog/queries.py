@@ -135,21 +135,16 @@ class Queries:
         text = setop_literal_rules(text, lambda: self._types_of(bound))
         # PostgreSQL's float rules that hang on a column's type (a real with an integer is a
         # double, float overflow, NaN / 0): the columns' types are known here
-        text = float_column_rules(text, frozenset((c.name.lower(), column_kind(c.type))
-                                                  for n in bound for c in self._objects[n].schema),
-                                  tuple((relation_name(i), tuple((c.name.lower(), column_kind(c.type))
-                                                                 for c in self._objects[n].schema))
-                                        for i, n in enumerate(bound)))
+        floats = self._columns_by(bound, column_kind)
+        text = float_column_rules(text, frozenset(c for _, cols in floats for c in cols), floats)
         # PostgreSQL's jsonb rules that hang on which string columns are jsonb or text (a jsonb
         # column compared with a literal compares jsonb; a jsonb operator of a text column
         # does not exist): the columns' kinds are known here (colmz.catalog.column_kinds)
         text = jsonb_column_rules(text, self._kinds_of(bound))
         # PostgreSQL's interval arithmetic and aggregates over interval columns (d / 2, sum(d))
-        text = interval_column_rules(text, tuple((relation_name(i), tuple(
-            (c.name.lower(), interval_kind(c.type)) for c in self._objects[n].schema)) for i, n in enumerate(bound)))
+        text = interval_column_rules(text, self._columns_by(bound, interval_kind))
         # ... and || of array columns (array_cat, array_append, array_prepend)
-        text = array_column_rules(text, tuple((relation_name(i), tuple(
-            (c.name.lower(), array_kind(c.type)) for c in self._objects[n].schema)) for i, n in enumerate(bound)))
+        text = array_column_rules(text, self._columns_by(bound, array_kind))
         # ... and an outer WHERE filters a subquery's rows before its (checked) items are
         # computed, as PostgreSQL pulls the subquery up
         return push_filters(text), bound
@@ -172,6 +167,12 @@ class Queries:
         finally:
             for n in registered:
                 self._con.unregister(n)
+
+    def _columns_by(self, bound, kind) -> tuple:
+        # each bound relation's name in the text with its columns' (name, kind(type)) pairs:
+        # the relations a column-type rule pass takes
+        return tuple((relation_name(i), tuple((c.name.lower(), kind(c.type)) for c in self._objects[n].schema))
+                     for i, n in enumerate(bound))
 
     def _types_of(self, bound) -> tuple:
         # each bound relation's name in the text with its columns' PostgreSQL types (a string

@@ -34,7 +34,7 @@ from colmz.sql.errors import UnsupportedSQL
 from colmz.sql.pgfuncs import ARRAY_CAT
 from colmz.sql.translate import ANY_TEXT
 from colmz.sql.tree import Expression
-from colmz.sql.typing_pass import rewrite_resolved
+from colmz.sql.typing_pass import ResolvedRules, rewrite_resolved
 
 __all__ = ["Relations", "array_column_rules", "array_kind"]
 
@@ -78,13 +78,8 @@ def _rewrite(text: str, relations: Relations) -> str:
     return rewrite_resolved(text, relations, _Rules)
 
 
-class _Rules:
-    # the rule over the nodes of one text, ``resolved`` the kinds of its resolved references
-    def __init__(self, text: str, resolved: dict[tuple[int, int], str]) -> None:
-        self.text = text
-        self.resolved = resolved
-        self.edits: list[tuple[int, int, str]] = []
-
+class _Rules(ResolvedRules):
+    # || of array columns, over the nodes of one text
     def array(self, e: Expression) -> bool:
         # whether ``e`` (an operand, translate's text wrapper taken off) is certainly an array
         e = _unwrapped(e)

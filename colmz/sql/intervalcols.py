@@ -59,7 +59,7 @@ from colmz.sql.pgfuncs import (
 from colmz.sql.transforms import FLOAT_CHECK, NOT_INTERVAL, PERCENTILE_CONT
 from colmz.sql.translate import SUM_ARGUMENT
 from colmz.sql.tree import Expression
-from colmz.sql.typing_pass import rewrite_resolved, window_arguments
+from colmz.sql.typing_pass import ResolvedRules, rewrite_resolved, window_arguments
 
 __all__ = ["Relations", "interval_column_rules", "interval_kind"]
 
@@ -107,13 +107,8 @@ def _rewrite(text: str, relations: Relations) -> str:
     return rewrite_resolved(text, relations, _Rules)
 
 
-class _Rules:
-    # the rules over the nodes of one text, ``resolved`` the kinds of its resolved references
-    def __init__(self, text: str, resolved: dict[tuple[int, int], str]) -> None:
-        self.text = text
-        self.resolved = resolved
-        self.edits: list[tuple[int, int, str]] = []
-
+class _Rules(ResolvedRules):
+    # the interval columns' rules, over the nodes of one text
     def interval(self, e: Expression) -> bool:
         # whether ``e`` is certainly an interval
         if e.cls == "COLUMN_REF":

@@ -1066,7 +1066,7 @@ def pg_size_pretty(size: int) -> str:
     """PostgreSQL 15's ``pg_size_pretty(bigint)``: bytes below 10 kB, then each unit while
     below 20 of the next (half-rounded, C's division toward zero).
 
-    >>> pg_size_pretty(1000000), pg_size_pretty(10239), pg_size_pretty(-10 * 1024**3)
+    >>> pg_size_pretty(10**6), pg_size_pretty(10 * 1024 - 1), pg_size_pretty(-10 * 1024**3)
     ('977 kB', '10239 bytes', '-10 GB')
     """
     for k, (name, limit, rounds, bits) in enumerate(_SIZE_UNITS):

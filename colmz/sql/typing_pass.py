@@ -71,7 +71,7 @@ from colmz.sql.tree import Expression, Query, parse_tree
 __all__ = [
     "DOUBLE_CALLS", "FLOAT_DIV", "SAME_TYPE_CALLS", "TYPE_TABLE", "Resolver", "Typer", "array_columns", "branch_items",
     "case_results", "common_kind", "cte_list_names", "derived_names", "first_branch", "numeric_cast", "output_name",
-    "query_expressions", "rewrite_resolved",
+    "query_expressions", "ResolvedRules", "rewrite_resolved",
     "type_kind", "untyped_literal", "window_arguments",
 ]
 
@@ -429,20 +429,31 @@ def _lookup(name: tuple[str, ...], scopes: list[Scope], aliases: frozenset[str],
     return None
 
 
+class ResolvedRules:
+    """The rules of one pass :func:`rewrite_resolved` runs over a text: ``resolved`` the kinds
+    of its resolved column references (by span); :meth:`find` adds ``(start, end, new)`` to
+    ``edits`` for each node it rewrites."""
+
+    def __init__(self, text: str, resolved: dict[tuple[int, int], str]) -> None:
+        self.text = text
+        self.resolved = resolved
+        self.edits: list[tuple[int, int, str]] = []
+
+    def find(self, e: Expression) -> None:
+        raise NotImplementedError
+
+
 def rewrite_resolved(text: str, relations, rules) -> str:
     """``text`` with the edits of a rule pass over its tree: every column reference resolved
     (:class:`Resolver`, ``relations`` as ``(name, ((column, kind), ...))`` pairs), then
-    ``rules(text, resolved)`` -- an object whose ``find(root)`` adds ``(start, end, new)`` to
-    its ``edits`` -- run on every expression root of every query; an edit inside another's
+    ``rules(text, resolved)`` -- a :class:`ResolvedRules` -- run on every expression root of every query; an edit inside another's
     span is left out (the outer one rewrote it). A text the tree does not read is returned
     as it is (translate's or DuckDB's to refuse).
 
-    >>> class Upper:
-    ...     def __init__(self, text, resolved):
-    ...         self.resolved, self.edits = resolved, []
+    >>> class Upper(ResolvedRules):
     ...     def find(self, e):
     ...         if self.resolved.get((e.start, e.end)) == "x":  # (b's kind is not known)
-    ...             self.edits.append((e.start, e.end, text[e.start:e.end].upper()))
+    ...             self.edits.append((e.start, e.end, self.text[e.start:e.end].upper()))
     >>> text = "SELECT a, b FROM t"
     >>> rewrite_resolved(text, (("t", (("a", "x"), ("b", None))),), Upper)
     'SELECT A, b FROM t'
