@@ -84,6 +84,21 @@ def pg():
     conn.close()
 
 
+def catalog_beside(conn, setup, drop=()):
+    """``(conn, cat)``: a new ``colmz.Catalog`` and the PostgreSQL connection ``conn``, the
+    tables ``drop`` dropped there first (a module's earlier run), then ``setup``'s statements
+    run in both."""
+    import colmz
+
+    if drop:
+        conn.execute(f"DROP TABLE IF EXISTS {', '.join(drop)}")
+    cat = colmz.Catalog()
+    for s in setup:
+        conn.execute(s)
+        cat.execute(s)
+    return conn, cat
+
+
 def views_equal_postgres(conn, tables, bodies, script) -> int:
     """Create ``tables`` and each of ``bodies`` as a view in PostgreSQL (``conn``) and as a
     materialized view of a colmz catalog kept incrementally, then, after creation and after

@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections import Counter
 
 import pytest
-from sql_oracle import require
+from sql_oracle import catalog_beside, require
 
 import colmz
 
@@ -43,12 +43,7 @@ UPDATES = [
 
 @pytest.fixture(scope="module")
 def both(pg):
-    pg.execute("DROP TABLE IF EXISTS ac")
-    cat = colmz.Catalog()
-    for s in SETUP:
-        pg.execute(s)
-        cat.execute(s)
-    return pg, cat
+    return catalog_beside(pg, SETUP, ("ac",))
 
 
 def _same(pg, cat, query: str) -> None:

@@ -16,7 +16,7 @@ from collections import Counter
 
 import pytest
 from interval_oracle import colmz_rows, pg_rows, value
-from sql_oracle import require
+from sql_oracle import catalog_beside, require
 
 import colmz
 
@@ -75,12 +75,7 @@ def _bag(names, rows, by_value) -> Counter:
 
 @pytest.fixture(scope="module")
 def both(pg):
-    pg.execute("DROP TABLE IF EXISTS ia")
-    cat = colmz.Catalog()
-    for s in SETUP:
-        pg.execute(s)
-        cat.execute(s)
-    return pg, cat
+    return catalog_beside(pg, SETUP, ("ia",))
 
 
 @pytest.mark.parametrize("query, by_value", QUERIES)

@@ -17,7 +17,7 @@ import pytest
 pytest.importorskip("duckdb")
 from hypothesis import HealthCheck, given, settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
-from sql_oracle import require  # noqa: E402
+from sql_oracle import catalog_beside, require  # noqa: E402
 
 import colmz  # noqa: E402
 from colmz.sql import SQLError, UnsupportedSQL  # noqa: E402
@@ -270,12 +270,7 @@ SETUP = ["CREATE TABLE t (k INT, ts TIMESTAMP, d DATE, s TEXT)",
 
 @pytest.fixture(scope="module")
 def both(pg):
-    pg.execute("DROP TABLE IF EXISTS t")
-    cat = colmz.Catalog()
-    for s in SETUP:
-        pg.execute(s)
-        cat.execute(s)
-    return pg, cat
+    return catalog_beside(pg, SETUP, ("t",))
 
 
 @pytest.mark.parametrize("sql", QUERIES)
