@@ -132,8 +132,14 @@ def views_equal_postgres(conn, tables, bodies, script) -> int:
 
 
 def _view_rows(names, rows):
-    return list(names), sorted(repr(tuple(float(x) if hasattr(x, "as_integer_ratio") and not isinstance(x, (int, bool))
-                                          else x for x in r)) for r in rows)
+    # numerics as floats; an aware timestamp in one zone class (psycopg's timezone.utc,
+    # Arrow's ZoneInfo("UTC"): the same instant, another repr)
+    def plain(x):
+        if hasattr(x, "as_integer_ratio") and not isinstance(x, (int, bool)):
+            return float(x)
+        return x.astimezone(datetime.UTC) if isinstance(x, datetime.datetime) and x.tzinfo else x
+
+    return list(names), sorted(repr(tuple(plain(x) for x in r)) for r in rows)
 
 
 def both_fixture(extra_setup=()):

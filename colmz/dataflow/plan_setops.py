@@ -27,6 +27,8 @@ from __future__ import annotations
 import dataclasses
 from collections import Counter
 
+import pyarrow as pa
+
 from colmz.dataflow.iterate import RECURSION_LIMIT
 from colmz.dataflow.plan_binding import (
     PlanError,
@@ -58,6 +60,7 @@ from colmz.dataflow.plan_nodes import (
     Variable,
     fused,
 )
+from colmz.dataflow.sqlmap import placeholder
 from colmz.dataflow.step import as_schema
 from colmz.order import ColumnSpec
 from colmz.sql.errors import SQLError
@@ -65,7 +68,7 @@ from colmz.sql.tokens import cte_columns_of
 from colmz.sql.tree import Query, Table, parse_tree
 from colmz.updates import SchemaError
 
-__all__ = ["SetOpLowering", "WorkingTable", "strict", "variables"]
+__all__ = ["SetOpLowering", "WorkingTable", "bare_string", "strict", "variables"]
 
 
 class WorkingTable:
@@ -132,6 +135,16 @@ def strict(node: Node) -> bool:
     return False
 
 
+def bare_string(q: Query, k: int) -> bool:
+    """Whether select item ``k`` of branch ``q`` is a string literal PostgreSQL has not typed
+    yet (``unknown``): a plain ``SELECT`` (no set operation, DISTINCT, grouping or sort,
+    which make it text) whose item is the literal itself."""
+    if q.children or q.modifiers or q.group_by or q.having is not None or k >= len(q.items):
+        return False
+    e = q.items[k]
+    return e.cls == "CONSTANT" and e.literal is not None and e.literal.kind == "STRING"
+
+
 def _strict_positive(node: Node) -> bool:
     # the positive part of a difference: the branches a Negate does not take away
     if isinstance(node, Union):
@@ -162,6 +175,7 @@ class SetOpLowering:
                 b = fused(tuple(ColumnSpec(n, c.type) for n, c in zip(names, b.schema)), b, (),
                               tuple((c.name, n) for c, n in zip(b.schema, names)))
             aligned.append(b)
+        aligned = self.coerce_literals(q, aligned)
         schema = aligned[0].schema
         try:
             for b in aligned[1:]:
@@ -181,6 +195,50 @@ class SetOpLowering:
             # INTERSECT ALL: min(a, b) = a - max(a - b, 0) (Materialize lowers it so)
             return Threshold(schema, Union(schema, (a, Negate(schema, minus))))
         raise Unsupported(f"{q.setop}{' ALL' if q.setop_all else ''}")
+
+    def coerce_literals(self, q: Query, branches: list[Node]) -> list[Node]:
+        """``branches`` of set operation ``q`` with each column a bare string literal gives
+        cast to the column's type, as PostgreSQL types it (``colmz.sql.setop_types``: an
+        ``unknown`` literal takes the common type of the other inputs, folded left as its
+        left-deep tree of branches; two literals make text). A column whose common type is
+        text or not known is left as it is; two types PostgreSQL cannot match are
+        ``Unsupported`` (the recompute path raises PostgreSQL's error)."""
+        from colmz.sql.assign import pg_type_name
+        from colmz.sql.setop_types import UNKNOWN, common_type
+
+        casts: dict[int, dict[int, str]] = {}
+        for k in range(len(branches[0].schema)):
+            types = [UNKNOWN if bare_string(child, k) else self.pg_type(child, b.schema[k], k, pg_type_name)
+                     for child, b in zip(q.children, branches)]
+            if UNKNOWN not in types or all(t == UNKNOWN for t in types):
+                continue
+            target = types[0]
+            try:
+                for t in types[1:]:
+                    target = common_type(target, t, q.setop)
+            except SQLError as e:
+                raise Unsupported(f"{q.setop} column {k + 1}: {e}") from None
+            for i, t in enumerate(types):
+                if t == UNKNOWN and target not in (None, "text"):
+                    casts.setdefault(i, {})[k] = target
+        out = list(branches)
+        for i, cols in casts.items():
+            names = [c.name for c in out[i].schema]
+            texts = {k: f"CAST({placeholder(k)} AS {t})" for k, t in cols.items()}
+            out[i] = self.items_segment(out[i], [(n, n) for n in names], texts,
+                                        [f"CAST({self.span(q.children[i].items[k])} AS {t})" for k, t in cols.items()])
+        return out
+
+    def pg_type(self, q: Query, c: ColumnSpec, k: int, pg_type_name) -> str:
+        """PostgreSQL's name of the type of column ``c``, the ``k``-th of branch ``q`` (a
+        string column: ``jsonb`` or ``json`` when the query path reads its item so or its
+        kind is noted, else text)."""
+        e = q.items[k] if not q.children and k < len(q.items) else None
+        kind = (self.ref_kinds.get((e.start, e.end)) if e is not None and e.cls == "COLUMN_REF" else None
+                ) or self.column_kinds.get(c.name)
+        if kind in ("jsonb", "json") and (pa.types.is_string(c.type) or pa.types.is_large_string(c.type)):
+            return kind
+        return pg_type_name(c.type)
 
     def branch(self, q: Query, i: int, f: Fallback) -> Fallback:
         """Branch ``i`` of set operation ``q``, which falls back, as a Fallback leaf
