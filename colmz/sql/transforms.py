@@ -550,8 +550,13 @@ def _sign(c: Call) -> str:
     return f"CAST(sign({c.args[0]}) AS DOUBLE)" if _binds_late(c.arguments[0]) else f"{SIGN}({c.args[0]})"
 
 
-@_plain()
-def _generate_series(c: Call) -> str:
+def _generate_series(c: Call) -> str | None:
+    if c.table:  # a FROM item (its span the call): DuckDB's table function of the same bounds
+        n = c.node
+        return None if n.filter is not None or n.order_by or n.distinct else \
+            f"generate_series({', '.join(_series_bounds(c))})"
+    if not c.plain:
+        return None
     if c.inside:
         raise UnsupportedSQL(f"generate_series() inside {c.inside} is not supported by colmz "
                              "(PostgreSQL does not allow set-returning functions there)")
