@@ -21,6 +21,16 @@ colmz reads every such cast, and bad text raises PostgreSQL's error in its words
 inputs of types PostgreSQL cannot match (``text`` and ``integer``) raise its ``UNION types
 ... cannot be matched``.
 
+The same typing reads a bare string literal among other values PostgreSQL resolves to one
+common type -- a comparison's, ``BETWEEN``'s and ``IN``'s operands, ``CASE``'s results, the
+arguments of ``coalesce``, ``greatest``, ``least`` and ``nullif``, a ``VALUES`` column: where
+that type is a number, date, timestamp or boolean, the literal is checked as translate reads
+the cast written out, so text PostgreSQL cannot read as the type raises its error when the
+query is planned, as PostgreSQL's does -- over no rows, in a ``CASE`` branch never taken
+(``age = '30.5'``, ``coalesce(age, 'x')``, ``joined = 'inf'``: DuckDB would cast per row,
+round ``'30.5'`` and read ``'inf'`` as infinity). The text is kept: every literal the check
+lets through DuckDB's implicit cast reads as PostgreSQL does.
+
 Types are PostgreSQL's names (``format_type``'s: ``integer``, ``timestamp without time
 zone``): a relation's column by the catalog's schema, a FROM subquery's or CTE's column by
 its select item (:class:`colmz.sql.typing_pass.Resolver`), a literal by its kind (an integer
@@ -36,6 +46,7 @@ non-recursive term) is left as it is.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import re
 from collections.abc import Callable
@@ -159,9 +170,10 @@ def _common_of(types) -> str | None:
 
 def setop_literal_rules(text: str, relations: Relations | Callable[[], Relations] = ()) -> str:
     """``text`` (a translated, bound query) with each bare string literal of a set operation's
-    branch cast to its column's type as PostgreSQL resolves it, given the relations it reads
-    (module docstring); ``relations`` may be a function giving them, called only for a text
-    holding a set operation.
+    branch cast to its column's type as PostgreSQL resolves it, and each beside values of a
+    known type checked as that type, given the relations it reads (module docstring);
+    ``relations`` may be a function giving them, called only for a text holding a set
+    operation or a string literal in a construct that types it.
 
     >>> rels = (("people", (("age", "integer"), ("name", "text"))),)
     >>> setop_literal_rules("SELECT age FROM people UNION SELECT '5'", rels)
@@ -172,6 +184,10 @@ def setop_literal_rules(text: str, relations: Relations | Callable[[], Relations
     Traceback (most recent call last):
     ...
     colmz.sql.SQLError: invalid input syntax for type integer: "x"
+    >>> setop_literal_rules("SELECT name FROM people WHERE false AND age = '30.5'", rels)
+    Traceback (most recent call last):
+    ...
+    colmz.sql.SQLError: invalid input syntax for type integer: "30.5"
     """
     if _SETOP.search(text) is None and ("'" not in text or _BESIDE.search(text) is None):
         return text
@@ -228,10 +244,8 @@ def _check_beside(group, typer: _PgTyper) -> None:
         return
     for e in group:
         if untyped_literal(e) and e.literal.kind == "STRING":
-            try:
+            with contextlib.suppress(UnsupportedSQL):
                 translate(f"SELECT {typer.text[e.start:e.end]}::{_SPELLING.get(t, t)}")
-            except UnsupportedSQL:
-                pass
 
 
 #: A set operation input's columns: each column's type, the bare string literals of leaves

@@ -12,7 +12,8 @@ node's span (as sqlglot's dialects map an expression class to its rendering):
   prints lower-case digits and an ``int4`` in 32 bits, ``extract(second ...)`` keeps the fraction, ``substr``/``substring``
   count positions before the string as PostgreSQL does, ``round`` rounds by its argument's
   type and ``round(x, n)`` has scale ``n``, ``generate_series`` in an expression is a row
-  per value (``unnest``; refused inside ``CASE``/``coalesce()`` ...), ``every`` is
+  per value (``unnest``; refused inside ``CASE``/``coalesce()`` ...) and its dates, there and
+  in ``FROM``, are timestamptz (PostgreSQL's series of dates), ``every`` is
   ``bool_and``, the math functions whose domain PostgreSQL checks, ``array_length``,
   ``array_upper``/``array_lower`` (of any dimension), ``cardinality``, ``array_remove``,
   ``octet_length``, ``upper``/``lower`` (the C locale's) are colmz's macros
