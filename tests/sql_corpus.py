@@ -2328,6 +2328,12 @@ QUERIES = [
     ('wrongt_generate_series_dates_joined', "SELECT p.id, g FROM people p JOIN generate_series('2024-01-01'::date, '2024-01-02'::date, "
                                             "'1 day') g ON true WHERE p.id <= 2 ORDER BY 1, 2"),
     ('wrongt_generate_series_unknown_bound', "SELECT * FROM generate_series('2024-01-01', DATE '2024-01-02', '12 hours')"),
+    ('wrongt_generate_series_date_and_timestamp', "SELECT * FROM generate_series(DATE '2024-01-01', TIMESTAMP '2024-01-02', "
+                                                  "'12 hours') AS g(t)"),
+    ('wrongt_generate_series_date_to_column', "SELECT id, generate_series(DATE '2024-01-01', ts, INTERVAL '20 days') AS g "
+                                              "FROM orders WHERE id < 13 ORDER BY 1, 2"),
+    ('wrongt_generate_series_dates_lateral', "SELECT p.id, g FROM people p, generate_series(p.joined, DATE '2022-01-01', "
+                                             "INTERVAL '1 year') g WHERE p.id < 3 ORDER BY 1, 2"),
     ('wrongt_generate_series_timestamps_from', "SELECT * FROM generate_series(TIMESTAMP '2024-01-01', TIMESTAMP '2024-01-02', "
                                                "'12 hours') AS g(t)"),
     ('wrongt_literals_of_their_type', "SELECT id FROM people WHERE age = ' 30 ' OR age IN ('25', 41) OR joined = '2019-07-30' "
@@ -2355,4 +2361,7 @@ QUERIES = [
     ('wrongt_fail_timestamp_compare_inf', "SELECT id FROM orders WHERE ts > 'inf'"),
     ('wrongt_fail_timestamptz_compare_inf', "SELECT TIMESTAMPTZ '2024-01-01 00:00:00+00' < 'INF' AS a"),
     ('wrongt_fail_coalesce_date_inf', "SELECT coalesce(joined, 'inf') AS a FROM people WHERE false"),
+    ('wrongt_fail_date_compare_out_of_range', "SELECT id FROM people WHERE joined = '2024-02-30'"),
+    ('wrongt_fail_timestamp_out_of_range', "SELECT TIMESTAMP '2023-02-29 10:00:00' AS a"),
+    ('wrongt_any_of_string_literal', "SELECT id FROM people WHERE age = ANY ('{25,30}') ORDER BY id"),
 ]

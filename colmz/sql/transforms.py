@@ -567,11 +567,13 @@ def _generate_series(c: Call) -> str | None:
 
 
 def _series_bounds(c: Call) -> list[str]:
-    # PostgreSQL has no generate_series of dates: with a step (an interval) dates are read
-    # as timestamptz, its preferred datetime type (DuckDB's series of dates is a timestamp's)
+    # PostgreSQL has no generate_series of dates: with a step (an interval) a date is read
+    # as a timestamptz, its preferred datetime type, unless the other bound is a timestamp
+    # (DuckDB's series of dates is a timestamp's): SERIES_BOUND of each bound and the other
     args = c.args
     if len(args) == 3 and not any(_binds_late(a) for a in c.arguments[:2]):
-        args[:2] = (f"{DATE_AS_TIMESTAMPTZ}({a})" for a in args[:2])
+        a, b = args[:2]
+        args[:2] = f"{SERIES_BOUND}({a}, {b})", f"{SERIES_BOUND}({b}, {a})"
     return args
 
 
@@ -2176,6 +2178,10 @@ def _unnest(c: Call) -> str | None:
 #: binds the query).
 DATE_AS_TIMESTAMPTZ = RESERVED_PREFIX + "date_tz"
 
+#: A series bound beside the other bound: a date is a timestamp beside a timestamp, else a
+#: timestamptz; any other value is itself (a typed macro, resolved when DuckDB binds the query).
+SERIES_BOUND = RESERVED_PREFIX + "series_bound"
+
 #: The macro a ``date_trunc`` unit that is not a literal passes through: a unit of
 #: :data:`_ORDINAL_UNITS` raises the refusal (run.py's error table makes it UnsupportedSQL).
 DATE_TRUNC_UNIT = RESERVED_PREFIX + "trunc_unit"
@@ -2288,6 +2294,11 @@ TRANSFORM_TYPED_MACROS = (
      f"CREATE OR REPLACE MACRO {DATE_AS_TIMESTAMPTZ}(x) AS CASE WHEN typeof(x) = 'DATE' THEN "
      "error('date_trunc() of a date is not supported by colmz with this DuckDB (PostgreSQL makes it "
      "a timestamptz; DuckDB 1.4 or later can)') ELSE x END"),
+    (f"CREATE OR REPLACE MACRO {SERIES_BOUND}(x DATE, y DATE) AS CAST(x AS TIMESTAMPTZ), (x DATE, y TIMESTAMP) AS "
+     "CAST(x AS TIMESTAMP), (x DATE, y) AS CAST(x AS TIMESTAMPTZ), (x, y) AS x",
+     f"CREATE OR REPLACE MACRO {SERIES_BOUND}(x, y) AS CASE WHEN typeof(x) = 'DATE' THEN error('generate_series() "
+     "of a date is not supported by colmz with this DuckDB (PostgreSQL makes it a timestamptz; DuckDB 1.4 or later "
+     "can)') ELSE x END"),
     (f"CREATE OR REPLACE MACRO {REAL_WIDEN}"
      + ", ".join(f"(x, y {t}) AS CAST(x AS DOUBLE)" for t in _EXACT_DUCK_TYPES) + ", (x, y) AS x",
      f"CREATE OR REPLACE MACRO {REAL_WIDEN}(x, y) AS CASE WHEN typeof(y) IN "
