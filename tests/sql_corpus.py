@@ -2319,4 +2319,49 @@ QUERIES = [
     ('hunt3_fail_date_part_zone_of_timestamp', "SELECT date_part('timezone', ts) AS a FROM orders"),
     ('hunt3_lag_default_common_type', "SELECT id, lag(date_part('day', TIMESTAMP '2024-01-02 03:04:05'), 0, 'NaN'::float8) OVER (ORDER BY id) AS a, "
                                       "lag(age, 1, score) OVER (ORDER BY id) AS b FROM people ORDER BY id"),
+    # --- wrongt: generate_series of dates in FROM is a timestamptz series (as in the select list);
+    # a bare string literal among values of a known type is read as that type when PostgreSQL
+    # plans the query (its error even over no rows or a branch never taken; 'inf' is no date)
+    ('wrongt_generate_series_dates_from', "SELECT * FROM generate_series('2024-01-01'::date, '2024-01-03'::date, '1 day')"),
+    ('wrongt_generate_series_dates_alias', "SELECT g.d, g.d::date AS e FROM generate_series(DATE '2024-01-01', DATE '2024-01-03', "
+                                           "INTERVAL '1 day') AS g(d)"),
+    ('wrongt_generate_series_dates_joined', "SELECT p.id, g FROM people p JOIN generate_series('2024-01-01'::date, '2024-01-02'::date, "
+                                            "'1 day') g ON true WHERE p.id <= 2 ORDER BY 1, 2"),
+    ('wrongt_generate_series_unknown_bound', "SELECT * FROM generate_series('2024-01-01', DATE '2024-01-02', '12 hours')"),
+    ('wrongt_generate_series_date_and_timestamp', "SELECT * FROM generate_series(DATE '2024-01-01', TIMESTAMP '2024-01-02', "
+                                                  "'12 hours') AS g(t)"),
+    ('wrongt_generate_series_date_to_column', "SELECT id, generate_series(DATE '2024-01-01', ts, INTERVAL '20 days') AS g "
+                                              "FROM orders WHERE id < 13 ORDER BY 1, 2"),
+    ('wrongt_generate_series_dates_lateral', "SELECT p.id, g FROM people p, generate_series(p.joined, DATE '2022-01-01', "
+                                             "INTERVAL '1 year') g WHERE p.id < 3 ORDER BY 1, 2"),
+    ('wrongt_generate_series_timestamps_from', "SELECT * FROM generate_series(TIMESTAMP '2024-01-01', TIMESTAMP '2024-01-02', "
+                                               "'12 hours') AS g(t)"),
+    ('wrongt_literals_of_their_type', "SELECT id FROM people WHERE age = ' 30 ' OR age IN ('25', 41) OR joined = '2019-07-30' "
+                                      "ORDER BY id"),
+    ('wrongt_coalesce_case_literals', "SELECT id, coalesce(age, '0') AS a, CASE WHEN age > 30 THEN age ELSE '-1' END AS b, "
+                                      "greatest(age, '28') AS c, nullif(age, '25') AS d FROM people ORDER BY id"),
+    ('wrongt_date_compare_infinity', "SELECT id, joined < 'infinity' AS a, joined > '-infinity' AS b, joined = 'Infinity' AS c "
+                                     "FROM people ORDER BY id"),
+    ('wrongt_timestamp_compare_infinity', "SELECT id FROM orders WHERE ts < 'infinity' AND ts BETWEEN '-infinity' AND "
+                                          "'2024-02-01' ORDER BY id"),
+    ('wrongt_float_sum_nan_first', "SELECT sum(f) AS a, avg(f) AS b FROM (VALUES ('NaN'::float8), (1e308::float8), "
+                                   "(1e308::float8)) v(f)"),
+    ('wrongt_fail_case_literal_no_rows', "SELECT CASE WHEN age > 1 THEN age ELSE 'x' END AS a FROM people WHERE false"),
+    ('wrongt_fail_coalesce_literal_no_rows', "SELECT coalesce(age, 'x') AS a FROM people WHERE id < 0"),
+    ('wrongt_fail_greatest_literal_no_rows', "SELECT greatest(age, 'a') AS a FROM people WHERE false"),
+    ('wrongt_fail_nullif_literal_no_rows', "SELECT nullif(x, 'a') AS a FROM nums WHERE false"),
+    ('wrongt_fail_values_literal_no_rows', "SELECT * FROM (VALUES (1), ('a')) v(a) WHERE false"),
+    ('wrongt_fail_in_literal_constant', "SELECT 1 IN (1, 'a') AS a"),
+    ('wrongt_fail_case_literal_constant', "SELECT CASE WHEN true THEN 1 ELSE 'a' END AS a"),
+    ('wrongt_fail_compare_fraction_to_integer', "SELECT id FROM people WHERE age = '30.5'"),
+    ('wrongt_fail_compare_text_no_rows', "SELECT id FROM people WHERE id < 0 AND age = 'abc'"),
+    ('wrongt_fail_between_fraction', "SELECT id FROM people WHERE age BETWEEN '1' AND '2.5'"),
+    ('wrongt_fail_date_compare_inf', "SELECT id FROM people WHERE joined = 'inf'"),
+    ('wrongt_fail_date_in_inf', "SELECT id FROM people WHERE joined IN ('-inf')"),
+    ('wrongt_fail_timestamp_compare_inf', "SELECT id FROM orders WHERE ts > 'inf'"),
+    ('wrongt_fail_timestamptz_compare_inf', "SELECT TIMESTAMPTZ '2024-01-01 00:00:00+00' < 'INF' AS a"),
+    ('wrongt_fail_coalesce_date_inf', "SELECT coalesce(joined, 'inf') AS a FROM people WHERE false"),
+    ('wrongt_fail_date_compare_out_of_range', "SELECT id FROM people WHERE joined = '2024-02-30'"),
+    ('wrongt_fail_timestamp_out_of_range', "SELECT TIMESTAMP '2023-02-29 10:00:00' AS a"),
+    ('wrongt_any_of_string_literal', "SELECT id FROM people WHERE age = ANY ('{25,30}') ORDER BY id"),
 ]

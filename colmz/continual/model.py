@@ -80,10 +80,12 @@ from colmz.frontier import (
 from colmz.ops import concat, consolidate
 from colmz.order import ColumnSpec
 from colmz.rows import at_time, expand, relation_rows, rows_to_updates, schema_of
+from colmz.sql.assign import pg_type_name
 from colmz.sql.errors import SQLError
 from colmz.sql.floatcols import column_kind, float_column_rules
 from colmz.sql.jsonbcols import jsonb_column_rules
 from colmz.sql.names import display_name
+from colmz.sql.setop_types import KNOWN_TYPES, setop_literal_rules
 from colmz.sql.write import check_jsonb_values, is_json, is_jsonb
 from colmz.updates import SchemaError, Updates
 
@@ -323,9 +325,14 @@ class ContinualTask:
         # each relation's own columns, by its registered name
         relations = tuple((self.duckdb.registered_as[k], tuple((c.name.lower(), column_kind(c.type)) for c in v))
                           for k, v in schemas.items())
+        # ... and PostgreSQL's type of a bare string literal (a set operation's branch, beside a
+        # typed value: colmz.sql.setop_types), by the columns' PostgreSQL types
+        pg_types = tuple((self.duckdb.registered_as[k], tuple(
+            (c.name.lower(), t if (t := pg_type_name(c.type)) in KNOWN_TYPES else None) for c in v))
+            for k, v in schemas.items())
         for b in self.compiled:
             if b.sql is not None:
-                b.sql = float_column_rules(b.sql, kinds, relations)
+                b.sql = float_column_rules(setop_literal_rules(b.sql, pg_types), kinds, relations)
         # Append times come from the input only if some statement reads it.
         self.reads_input = any(b.reads(input_name) for b in self.compiled)
         if columns is not None:

@@ -274,6 +274,11 @@ _ERRORS = (
                 r"(\w+(?:\[\])+)", re.DOTALL), UnsupportedSQL,
      lambda m: f"the text '{m.group(1)}' read as {m.group(2).lower()} is not supported by colmz (DuckDB reads "
                "lists as [a, b], PostgreSQL arrays as {a,b}): write the cast, e.g. '{1,2}'::int[]"),
+    # ``x = ANY ('{1,2}')``: PostgreSQL reads the string as an array of the other operand's
+    # type; DuckDB's ANY takes a list only
+    (re.compile(r"Binder Error: UNNEST\(\) can only be applied to lists, structs and NULL, not VARCHAR"),
+     UnsupportedSQL, lambda m: "ANY or ALL of a string literal is not supported by colmz (PostgreSQL reads it as "
+                               "an array of the other operand's type): write the cast, e.g. '{1,2}'::int[]"),
     # colmz writes some array functions (cardinality, array_length, ...) with DuckDB's lambdas
     (re.compile(r"Binder Error: subqueries in lambda expressions are not supported"), UnsupportedSQL,
      lambda m: "a subquery as the argument of an array function colmz writes with a lambda (cardinality, "
@@ -284,6 +289,9 @@ _ERRORS = (
                 r"\"(.*?)\", expected format", re.DOTALL), UnsupportedSQL,
      lambda m: f"the {m.group(1) or m.group(2)} text '{m.group(3)}' is not supported by colmz (DuckDB reads ISO "
                "forms only, e.g. YYYY-MM-DD HH:MM:SS; PostgreSQL reads more)"),
+    # a date or timestamp of its fields in ISO order but a month or day past its range: PostgreSQL's words
+    (re.compile(r"Conversion Error: (?:date|timestamp) field value out of range: \"(.*?)\"(?:\n|$)"),
+     SQLError, lambda m: f'date/time field value out of range: "{m.group(1)}"'),
     # PostgreSQL's regular expressions (ARE) have back references, lookahead and \m \M \y
     # word boundaries; RE2 has none
     (re.compile(r"Invalid Input Error: (invalid escape sequence: \\\w|invalid perl operator: \(\?[=!<])"),

@@ -21,6 +21,16 @@ colmz reads every such cast, and bad text raises PostgreSQL's error in its words
 inputs of types PostgreSQL cannot match (``text`` and ``integer``) raise its ``UNION types
 ... cannot be matched``.
 
+The same typing reads a bare string literal among other values PostgreSQL resolves to one
+common type -- a comparison's, ``BETWEEN``'s and ``IN``'s operands, ``CASE``'s results, the
+arguments of ``coalesce``, ``greatest``, ``least`` and ``nullif``, a ``VALUES`` column: where
+that type is a number, date, timestamp or boolean, the literal is checked as translate reads
+the cast written out, so text PostgreSQL cannot read as the type raises its error when the
+query is planned, as PostgreSQL's does -- over no rows, in a ``CASE`` branch never taken
+(``age = '30.5'``, ``coalesce(age, 'x')``, ``joined = 'inf'``: DuckDB would cast per row,
+round ``'30.5'`` and read ``'inf'`` as infinity). The text is kept: every literal the check
+lets through DuckDB's implicit cast reads as PostgreSQL does.
+
 Types are PostgreSQL's names (``format_type``'s: ``integer``, ``timestamp without time
 zone``): a relation's column by the catalog's schema, a FROM subquery's or CTE's column by
 its select item (:class:`colmz.sql.typing_pass.Resolver`), a literal by its kind (an integer
@@ -36,6 +46,7 @@ non-recursive term) is left as it is.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import re
 from collections.abc import Callable
@@ -50,6 +61,7 @@ from colmz.sql.transforms import (
     all_queries,
     float_kind,
     is_arith,
+    table_refs,
 )
 from colmz.sql.translate import ANY_TEXT, FLOAT8_TEXT, INT_MACROS, NUMERIC_TEXT, translate
 from colmz.sql.tree import Expression, Query, parse_tree
@@ -59,6 +71,7 @@ from colmz.sql.typing_pass import (
     Typer,
     case_results,
     numeric_cast,
+    query_expressions,
     untyped_literal,
 )
 
@@ -106,6 +119,9 @@ _CALL_TYPES = {**dict.fromkeys(("~~", "!~~", "~~*", "!~~*", "regexp_matches", "r
 _OF_KIND = {"real": "real", "double": "double precision", "bool": "boolean", "text": "text",
             "jsonb": "jsonb", "json": "json"}
 _SETOP = re.compile(r"\b(union|intersect|except)\b", re.IGNORECASE)
+#: The words and operators of :func:`_peer_groups`' constructs (a text holding a string literal
+#: and none of them has no literal to check).
+_BESIDE = re.compile(r"[=<>]|\b(?:in|between|case|coalesce|greatest|least|nullif|values)\b", re.IGNORECASE)
 
 
 def common_type(a: str | None, b: str | None, op: str = "UNION") -> str | None:
@@ -154,9 +170,10 @@ def _common_of(types) -> str | None:
 
 def setop_literal_rules(text: str, relations: Relations | Callable[[], Relations] = ()) -> str:
     """``text`` (a translated, bound query) with each bare string literal of a set operation's
-    branch cast to its column's type as PostgreSQL resolves it, given the relations it reads
-    (module docstring); ``relations`` may be a function giving them, called only for a text
-    holding a set operation.
+    branch cast to its column's type as PostgreSQL resolves it, and each beside values of a
+    known type checked as that type, given the relations it reads (module docstring);
+    ``relations`` may be a function giving them, called only for a text holding a set
+    operation or a string literal in a construct that types it.
 
     >>> rels = (("people", (("age", "integer"), ("name", "text"))),)
     >>> setop_literal_rules("SELECT age FROM people UNION SELECT '5'", rels)
@@ -167,8 +184,12 @@ def setop_literal_rules(text: str, relations: Relations | Callable[[], Relations
     Traceback (most recent call last):
     ...
     colmz.sql.SQLError: invalid input syntax for type integer: "x"
+    >>> setop_literal_rules("SELECT name FROM people WHERE false AND age = '30.5'", rels)
+    Traceback (most recent call last):
+    ...
+    colmz.sql.SQLError: invalid input syntax for type integer: "30.5"
     """
-    if _SETOP.search(text) is None:
+    if _SETOP.search(text) is None and ("'" not in text or _BESIDE.search(text) is None):
         return text
     return _rewrite(text, relations() if callable(relations) else relations)
 
@@ -180,15 +201,51 @@ def _rewrite(text: str, relations: Relations) -> str:
     except SQLError:  # not a query the tree reads (a refusal is translate's, or DuckDB's)
         return text
     setops = [d for q in queries for d in all_queries(q) if d.type == "SET_OPERATION_NODE"]
-    if not setops:
+    peers = [group for q in queries for d in all_queries(q) for group in _peer_groups(d)
+             if any(untyped_literal(e) and e.literal.kind == "STRING" for e in group)]
+    if not setops and not peers:
         return text
     resolver = _Resolver(text, {name: dict(cols) for name, cols in relations})
     for q in queries:
         resolver.query(q, [], {})
+    for group in peers:
+        _check_beside(group, resolver.rules)
     edits: dict[tuple[int, int], str] = {}
     for q in setops:
         _columns(q, resolver, edits)
     return splice(text, sorted((a, b, new) for (a, b), new in edits.items()))
+
+
+def _peer_groups(q: Query):
+    # the values of ``q``'s own expressions PostgreSQL resolves to one common type: a
+    # comparison's, BETWEEN's and IN's operands, CASE's results, the arguments of coalesce,
+    # greatest, least and nullif, and each column of a VALUES list
+    for root in query_expressions(q):
+        for e in root.walk():
+            if e.cls in ("COMPARISON", "BETWEEN") or e.cls == "OPERATOR" and e.type in (
+                    "COMPARE_IN", "COMPARE_NOT_IN", "OPERATOR_COALESCE"):
+                yield e.children
+            elif e.cls == "CASE":
+                yield case_results(e)
+            elif e.cls == "FUNCTION" and len(e.name) == 1 and e.name[0].lower() in ("greatest", "least", "nullif"):
+                yield e.children
+    for t in table_refs(q):
+        yield from zip(*t.rows)
+
+
+def _check_beside(group, typer: _PgTyper) -> None:
+    # PostgreSQL reads a bare string literal among values of a known type as that type when
+    # it plans the query: bad text raises there, even over no rows (DuckDB casts it per row
+    # and may never reach it). The literal is checked as translate reads the cast written out
+    # (its PostgreSQL errors); the text is kept, as DuckDB's cast reads every text the check
+    # lets through alike. A check colmz refuses leaves the literal to DuckDB.
+    t = typer.values(group)
+    if t not in _RANK and t != "boolean":
+        return
+    for e in group:
+        if untyped_literal(e) and e.literal.kind == "STRING":
+            with contextlib.suppress(UnsupportedSQL):
+                translate(f"SELECT {typer.text[e.start:e.end]}::{_SPELLING.get(t, t)}")
 
 
 #: A set operation input's columns: each column's type, the bare string literals of leaves

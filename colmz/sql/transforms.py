@@ -12,7 +12,8 @@ node's span (as sqlglot's dialects map an expression class to its rendering):
   prints lower-case digits and an ``int4`` in 32 bits, ``extract(second ...)`` keeps the fraction, ``substr``/``substring``
   count positions before the string as PostgreSQL does, ``round`` rounds by its argument's
   type and ``round(x, n)`` has scale ``n``, ``generate_series`` in an expression is a row
-  per value (``unnest``; refused inside ``CASE``/``coalesce()`` ...), ``every`` is
+  per value (``unnest``; refused inside ``CASE``/``coalesce()`` ...) and its dates, there and
+  in ``FROM``, are timestamptz (PostgreSQL's series of dates), ``every`` is
   ``bool_and``, the math functions whose domain PostgreSQL checks, ``array_length``,
   ``array_upper``/``array_lower`` (of any dimension), ``cardinality``, ``array_remove``,
   ``octet_length``, ``upper``/``lower`` (the C locale's) are colmz's macros
@@ -550,8 +551,13 @@ def _sign(c: Call) -> str:
     return f"CAST(sign({c.args[0]}) AS DOUBLE)" if _binds_late(c.arguments[0]) else f"{SIGN}({c.args[0]})"
 
 
-@_plain()
-def _generate_series(c: Call) -> str:
+def _generate_series(c: Call) -> str | None:
+    if c.table:  # a FROM item (its span the call): DuckDB's table function of the same bounds
+        n = c.node
+        return None if n.filter is not None or n.order_by or n.distinct else \
+            f"generate_series({', '.join(_series_bounds(c))})"
+    if not c.plain:
+        return None
     if c.inside:
         raise UnsupportedSQL(f"generate_series() inside {c.inside} is not supported by colmz "
                              "(PostgreSQL does not allow set-returning functions there)")
@@ -561,11 +567,13 @@ def _generate_series(c: Call) -> str:
 
 
 def _series_bounds(c: Call) -> list[str]:
-    # PostgreSQL has no generate_series of dates: with a step (an interval) dates are read
-    # as timestamptz, its preferred datetime type (DuckDB's series of dates is a timestamp's)
+    # PostgreSQL has no generate_series of dates: with a step (an interval) a date is read
+    # as a timestamptz, its preferred datetime type, unless the other bound is a timestamp
+    # (DuckDB's series of dates is a timestamp's): SERIES_BOUND of each bound and the other
     args = c.args
     if len(args) == 3 and not any(_binds_late(a) for a in c.arguments[:2]):
-        args[:2] = (f"{DATE_AS_TIMESTAMPTZ}({a})" for a in args[:2])
+        a, b = args[:2]
+        args[:2] = f"{SERIES_BOUND}({a}, {b})", f"{SERIES_BOUND}({b}, {a})"
     return args
 
 
@@ -2170,6 +2178,10 @@ def _unnest(c: Call) -> str | None:
 #: binds the query).
 DATE_AS_TIMESTAMPTZ = RESERVED_PREFIX + "date_tz"
 
+#: A series bound beside the other bound: a date is a timestamp beside a timestamp, else a
+#: timestamptz; any other value is itself (a typed macro, resolved when DuckDB binds the query).
+SERIES_BOUND = RESERVED_PREFIX + "series_bound"
+
 #: The macro a ``date_trunc`` unit that is not a literal passes through: a unit of
 #: :data:`_ORDINAL_UNITS` raises the refusal (run.py's error table makes it UnsupportedSQL).
 DATE_TRUNC_UNIT = RESERVED_PREFIX + "trunc_unit"
@@ -2282,6 +2294,11 @@ TRANSFORM_TYPED_MACROS = (
      f"CREATE OR REPLACE MACRO {DATE_AS_TIMESTAMPTZ}(x) AS CASE WHEN typeof(x) = 'DATE' THEN "
      "error('date_trunc() of a date is not supported by colmz with this DuckDB (PostgreSQL makes it "
      "a timestamptz; DuckDB 1.4 or later can)') ELSE x END"),
+    (f"CREATE OR REPLACE MACRO {SERIES_BOUND}(x DATE, y DATE) AS CAST(x AS TIMESTAMPTZ), (x DATE, y TIMESTAMP) AS "
+     "CAST(x AS TIMESTAMP), (x DATE, y) AS CAST(x AS TIMESTAMPTZ), (x, y) AS x",
+     f"CREATE OR REPLACE MACRO {SERIES_BOUND}(x, y) AS CASE WHEN typeof(x) = 'DATE' THEN error('generate_series() "
+     "of a date is not supported by colmz with this DuckDB (PostgreSQL makes it a timestamptz; DuckDB 1.4 or later "
+     "can)') ELSE x END"),
     (f"CREATE OR REPLACE MACRO {REAL_WIDEN}"
      + ", ".join(f"(x, y {t}) AS CAST(x AS DOUBLE)" for t in _EXACT_DUCK_TYPES) + ", (x, y) AS x",
      f"CREATE OR REPLACE MACRO {REAL_WIDEN}(x, y) AS CASE WHEN typeof(y) IN "
