@@ -61,6 +61,7 @@ predicate, an ``UPDATE`` value) is decided to be one expression, by DuckDB's par
 
 from __future__ import annotations
 
+import bisect
 import contextlib
 import dataclasses
 import json
@@ -880,9 +881,11 @@ def _outside_tokens(wrapped: str, lo: int, hi: int, start: int, end: int) -> str
     from colmz.sql.grammar import duckdb_lexed
 
     kinds, starts, _ = duckdb_lexed(wrapped)
-    for kind, at in zip(kinds, starts):
-        if lo <= at < hi and not start <= at < end and kind != "c" and wrapped[at] not in "()":
-            return wrapped[at:hi][:40]
+    # (offsets increase: only the tokens in [lo, start) and [end, hi) are visited)
+    for a, b in ((lo, start), (end, hi)):
+        for j in range(bisect.bisect_left(starts, a), bisect.bisect_left(starts, b)):
+            if kinds[j] != "c" and wrapped[starts[j]] not in "()":
+                return wrapped[starts[j]:hi][:40]
     return None
 
 
