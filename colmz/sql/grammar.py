@@ -71,7 +71,6 @@ from __future__ import annotations
 
 import bisect
 import re
-from operator import add
 
 from colmz.sql.tokens import CACHED_CHARS
 from colmz.sql.tree import (
@@ -223,19 +222,18 @@ def duckdb_lexed(text: str) -> tuple[list[str], list[int], list[str]]:
     if not _KINDS:
         _load()
     raw = _KINDS["tokenize"](text)
-    if raw:
-        starts, kinds = zip(*raw)  # (one pass in C; each kind an enum member, looked up by id)
-        kinds = [*map(_KINDS.__getitem__, map(id, kinds))]
-        chars = char_offsets(text)
-        starts = list(starts) if chars is None else [chars[at] for at in starts]
-    else:
-        kinds = starts = []
+    kinds = [_KINDS[id(kind)] for _, kind in raw]
+    chars = char_offsets(text)
+    starts = [at for at, _ in raw] if chars is None else [chars[at] for at, _ in raw]
     # each token's text runs to the next token's start, less the whitespace
     texts = [text[a:b].rstrip(_SPACE) for a, b in zip(starts, [*starts[1:], len(text)])]
     if len(_LEXED) >= 8 or len(text) > CACHED_CHARS:
         _LEXED.clear()
     got = _LEXED[text] = (kinds, starts, texts)
     return got
+
+
+duckdb_lexed.cache_clear = _LEXED.clear
 
 
 def quoted_name(token: str) -> str | None:
@@ -272,7 +270,7 @@ class _Reader:
         if not K or "" in T:
             raise _GIVE_UP
         self.text, self.K, self.S, self.T = text, K, S, T
-        self.E = [*map(add, S, map(len, T))]
+        self.E = [a + len(t) for a, t in zip(S, T)]
         self.U = [t.upper() if k == "k" or k == "i" else t for k, t in zip(K, T)]
         self.n, self.i, self.depth = len(K), 0, 0
         # ``longer``: the chains of ``||`` of more operands are listed (:func:`concat_chains`)

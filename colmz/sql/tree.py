@@ -1009,11 +1009,13 @@ def prefetch_expressions(texts) -> None:
 
 
 def clear_trees() -> None:
-    """Forget every tree read, every shape and every expression checked
+    """Forget every tree read, every shape, every expression checked and the last lexings
     (:func:`colmz.sql.clear_caches`)."""
+    from colmz.sql.grammar import duckdb_lexed
     from colmz.sql.shapes import clear_shapes
 
     parse_tree.cache_clear()
+    duckdb_lexed.cache_clear()
     clear_shapes()
     _one_expression.cache_clear()
     _KNOWN_ONE.clear()
