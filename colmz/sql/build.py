@@ -215,11 +215,13 @@ def update_select(table: str | Sequence[str], columns: Sequence[str], assigned: 
     unknown = [c for c in assigned if c not in columns]
     if unknown:
         raise SQLError(f"{what}: no column {unknown[0]!r}; columns are {list(columns)}")
-    base = select_where(table, predicate, f"{what}: predicate")
     if not columns:
-        return "SELECT " + base[len("SELECT *"):]
-    pieces[-1] = f" FROM {relation(table)}"
-    at = sum(map(len, pieces)) - len(relation(table))
+        return "SELECT " + select_where(table, predicate, f"{what}: predicate")[len("SELECT *"):]
+    rel = relation(table)
+    if predicate is not None:  # (checked as select_where checks it, its text not built)
+        require_expression(predicate, f"{what}: predicate")
+    pieces[-1] = f" FROM {rel}"
+    at = sum(map(len, pieces)) - len(rel)
     if predicate is not None:
         pieces += [" WHERE (", predicate, ")"]
     text = share_concat(pieces)

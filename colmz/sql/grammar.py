@@ -72,6 +72,7 @@ from __future__ import annotations
 import bisect
 import re
 
+from colmz.sql.tokens import CACHED_CHARS
 from colmz.sql.tree import (
     Expression,
     Literal,
@@ -198,26 +199,26 @@ def _finish(node, **fields):
     return node
 
 
-#: The last text lexed here and its tokens (:func:`duckdb_lexed`): one tuple, replaced
-#: whole, so a thread reads a text with its own tokens.
-_LAST_LEXED: tuple = (None, None)
+#: The texts lexed here last and their tokens (:func:`duckdb_lexed`): a few short ones or one
+#: long one, each entry one tuple set whole, so a thread reads a text with its own tokens.
+_LEXED: dict[str, tuple[list[str], list[int], list[str]]] = {}
 
 
 def duckdb_lexed(text: str) -> tuple[list[str], list[int], list[str]]:
     """DuckDB's lexer's tokens of ``text`` (``duckdb.tokenize``, comments included): each
     one's kind (``i`` identifier, ``n`` number, ``s`` string, ``o`` operator, ``k`` keyword,
     ``c`` comment), character offset and text (up to the next token, less whitespace). The
-    last text lexed is not lexed again: :func:`read_query`'s text is the one the tree module
+    texts lexed last are not lexed again: :func:`read_query`'s text is the one the tree module
     then shapes (:func:`colmz.sql.shapes.shape_of`) or checks for tokens outside one
-    expression. Raises what DuckDB's lexer raises.
+    expression (a statement's several expressions are read, then checked). Raises what
+    DuckDB's lexer raises.
 
     >>> duckdb_lexed("SELECT (a) -- c")
     (['k', 'o', 'i', 'o', 'c'], [0, 7, 8, 9, 11], ['SELECT', '(', 'a', ')', '-- c'])
     """
-    global _LAST_LEXED
-    last = _LAST_LEXED
-    if last[0] == text:
-        return last[1]
+    got = _LEXED.get(text)
+    if got is not None:
+        return got
     if not _KINDS:
         _load()
     raw = _KINDS["tokenize"](text)
@@ -226,8 +227,13 @@ def duckdb_lexed(text: str) -> tuple[list[str], list[int], list[str]]:
     starts = [at for at, _ in raw] if chars is None else [chars[at] for at, _ in raw]
     # each token's text runs to the next token's start, less the whitespace
     texts = [text[a:b].rstrip(_SPACE) for a, b in zip(starts, [*starts[1:], len(text)])]
-    _LAST_LEXED = (text, (kinds, starts, texts))
-    return kinds, starts, texts
+    if len(_LEXED) >= 8 or len(text) > CACHED_CHARS:
+        _LEXED.clear()
+    got = _LEXED[text] = (kinds, starts, texts)
+    return got
+
+
+duckdb_lexed.cache_clear = _LEXED.clear
 
 
 def quoted_name(token: str) -> str | None:

@@ -501,7 +501,9 @@ def _query(cur: _Cursor) -> Query:
     """A query, with Materialize's trailing ``AS OF t`` taken off (``t`` an integer
     literal; ``AS OF AT LEAST`` and expressions are not supported)."""
     toks, end = cur.toks, cur.end
-    for j in top_level(toks, cur.pos, end - 1):
+    written = cur.text[toks[cur.pos].start : toks[end - 1].end]
+    # (an OF is "of" folded, in ASCII: a text without one is not walked for it)
+    for j in top_level(toks, cur.pos, end - 1) if "of" in written.lower() or not written.isascii() else ():
         t = toks[j]
         if t.upper == "AS" and toks[j + 1].upper == "OF":
             when = toks[j + 2 : end]

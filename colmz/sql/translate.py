@@ -199,6 +199,8 @@ def _check_cte_lists(sql: str) -> None:
     # the innermost definition of its name whose parentheses hold the body's first position.
     # A text DuckDB does not parse before translation is left to DuckDB.
     defs = list(cte_definitions(sql))
+    if not any(cols or recursive for _, cols, _, _, _, recursive in defs):
+        return  # no column list, no recursive list: nothing to check (its tree is not read)
     try:
         stmts = parse_tree(sql)
     except (SQLError, ValueError):

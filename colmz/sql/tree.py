@@ -61,6 +61,7 @@ predicate, an ``UPDATE`` value) is decided to be one expression, by DuckDB's par
 
 from __future__ import annotations
 
+import bisect
 import contextlib
 import dataclasses
 import json
@@ -880,9 +881,11 @@ def _outside_tokens(wrapped: str, lo: int, hi: int, start: int, end: int) -> str
     from colmz.sql.grammar import duckdb_lexed
 
     kinds, starts, _ = duckdb_lexed(wrapped)
-    for kind, at in zip(kinds, starts):
-        if lo <= at < hi and not start <= at < end and kind != "c" and wrapped[at] not in "()":
-            return wrapped[at:hi][:40]
+    # (offsets increase: only the tokens in [lo, start) and [end, hi) are visited)
+    for a, b in ((lo, start), (end, hi)):
+        for j in range(bisect.bisect_left(starts, a), bisect.bisect_left(starts, b)):
+            if kinds[j] != "c" and wrapped[starts[j]] not in "()":
+                return wrapped[starts[j]:hi][:40]
     return None
 
 
@@ -1006,11 +1009,13 @@ def prefetch_expressions(texts) -> None:
 
 
 def clear_trees() -> None:
-    """Forget every tree read, every shape and every expression checked
+    """Forget every tree read, every shape, every expression checked and the last lexings
     (:func:`colmz.sql.clear_caches`)."""
+    from colmz.sql.grammar import duckdb_lexed
     from colmz.sql.shapes import clear_shapes
 
     parse_tree.cache_clear()
+    duckdb_lexed.cache_clear()
     clear_shapes()
     _one_expression.cache_clear()
     _KNOWN_ONE.clear()
