@@ -226,19 +226,26 @@ def typed_text(text: str, relations: Relations, rules=RULES,
         for name, kind in names:
             by_name.setdefault(name, set()).add(kind)
         typed = {n: next(iter(k)) for n, k in by_name.items() if len(k) == 1 and "other" not in k and n not in defs}
-    rels = {name: {c: (k, *(pg or (None,)), "array" if k == "array" else None) for c, k, *pg in cols}
-            for name, cols in relations}
-    resolver = _Resolver(text, rels, typed if checked else {}, checked, "setop" in rules, "array" in rules)
+    pg, arrays = "setop" in rules, "array" in rules
+    multi = pg or arrays  # (else a column's kind is its coarse kind alone: no tuples to build)
+    rels = {name: {col[0]: (col[1], col[2] if len(col) > 2 else None, "array" if col[1] == "array" else None)
+                   if multi else col[1] for col in cols} for name, cols in relations}
+    resolver = _Resolver(text, rels, typed if checked else {}, checked, pg, arrays)
     for q in queries:
         resolver.query(q, [], {})
-    out = resolver.out
-    parts = [{s: k[i] for s, k in out.items() if k[i] is not None} for i in range(3)]
-    return TypedText(text, queries, parts[0], parts[1], parts[2],
-                     items={s: None if cols is None else {n: None if k is None else k[0] for n, k in cols.items()}
-                            for s, cols in resolver.items.items()},
-                     columns={q: [(n, None if k is None else k[1]) for n, k in cols]
-                              for q, cols in resolver.columns.items()},
-                     typed=typed, defs=defs, kinds=by_name, checked=checked, error=resolver.error)
+    if not multi:
+        return TypedText(text, queries, resolver.out, items=resolver.items, typed=typed, defs=defs, kinds=by_name,
+                         checked=checked, error=resolver.error)
+    views: tuple[dict, dict, dict] = ({}, {}, {})
+    for span, kinds in resolver.out.items():
+        for view, k in zip(views, kinds):
+            if k is not None:
+                view[span] = k
+    items = {s: None if cols is None else {n: None if k is None else k[0] for n, k in cols.items()}
+             for s, cols in resolver.items.items()}
+    columns = {q: [(n, None if k is None else k[1]) for n, k in cols] for q, cols in resolver.columns.items()}
+    return TypedText(text, queries, *views, items=items, columns=columns, typed=typed, defs=defs, kinds=by_name,
+                     checked=checked, error=resolver.error)
 
 
 class _Part:
@@ -258,33 +265,40 @@ class _Kinds:
     # no rule reads is None
     def __init__(self, text: str, out: dict, typed: dict, pg: bool, arrays: bool) -> None:
         self.text = text
-        self.views = (Typer(text, _Part(out, 0), typed), PgTyper(text, _Part(out, 1)) if pg else None,
-                      ArrayTyper(text, _Part(out, 2), {}) if arrays else None)
+        self.coarse = Typer(text, _Part(out, 0), typed)
+        self.pg = PgTyper(text, _Part(out, 1)) if pg else None
+        self.arrays = ArrayTyper(text, _Part(out, 2), {}) if arrays else None
 
     def kind(self, e, pg: bool = False) -> tuple:
-        return tuple(None if v is None else v.kind(e) for v in self.views)
+        return (self.coarse.kind(e), self.pg.kind(e) if self.pg else None,
+                self.arrays.kind(e) if self.arrays else None)
 
 
 class _Resolver(Resolver):
-    # the references resolved once, a column's kind being its kind in each view
+    # the references resolved once, a column's kind being its kind in each view read (its
+    # coarse kind alone where only that view is read)
     def __init__(self, text: str, rels: dict, typed: dict, checked: bool, pg: bool, arrays: bool) -> None:
-        super().__init__(text, rels, {}, check_names=checked)
-        self.rules = _Kinds(text, self.out, typed, pg, arrays)
+        super().__init__(text, rels, typed, check_names=checked)
+        self.multi = pg or arrays
+        if self.multi:
+            self.rules = _Kinds(text, self.out, typed, pg, arrays)
         self.defer = True  # (raised where the float rules run: after a set operation's casts)
         self.checked = checked
         self.pg = pg
-        #: each query's output columns as resolved (by the query's id)
+        #: each query's output columns as resolved (by the query's id), for the set operations
         self.columns: dict[int, list] = {}
 
     def query(self, q, outer, ctes, named: bool = True):
         got = super().query(q, outer, ctes, named)
-        if got is not None:
+        if got is not None and self.pg:
             self.columns.setdefault(id(q), got)
         return got
 
     def numbers(self, kind):
-        return kind[0] if self.checked and kind is not None else None
+        return None if not self.checked or kind is None else kind[0] if self.multi else kind
 
-    def combined(self, kinds: set) -> tuple:
+    def combined(self, kinds: set):
+        if not self.multi:
+            return common_kind(kinds)
         views = list(zip(*((None, None, None) if k is None else k for k in kinds))) or [(), (), ()]
         return (common_kind(set(views[0])), common_of(views[1]) if self.pg else None, common_array(set(views[2])))
