@@ -5,7 +5,7 @@ and each rule's edits spliced into one rewrite.
 :func:`colmz.sql.translate.translate` sees text only; the catalog (and a continual task)
 knows the relations a query reads when it runs it. :func:`column_type_rules` takes those
 relations, each column with its full type -- ``kind`` (``"real"``, ``"double"``,
-``"exact"``; ``"jsonb"``, ``"json"``, ``"text"``, ``"string"``; ``"interval"``;
+``"exact"``; ``"jsonb"``, ``"json"``, ``"text"``, ``"string"``; ``"bool"``; ``"interval"``;
 ``"array"``; ``"other"``: one kind per column, as a column has one type) and ``pg``,
 PostgreSQL's name of its type (:data:`colmz.sql.setop_types.KNOWN_TYPES`, else None) --
 and applies, in this order (:data:`RULES`):
@@ -90,7 +90,7 @@ def column_type(t, string_kind: str | None = None) -> tuple[str, str | None]:
     >>> [column_type(t) for t in (pa.float32(), pa.int64(), pa.month_day_nano_interval())]
     [('real', 'real'), ('exact', 'bigint'), ('interval', 'interval')]
     >>> column_type(pa.list_(pa.int32())), column_type(pa.string(), "jsonb"), column_type(pa.bool_())
-    (('array', None), ('jsonb', 'jsonb'), ('other', 'boolean'))
+    (('array', None), ('jsonb', 'jsonb'), ('bool', 'boolean'))
     """
     import pyarrow as pa
 
@@ -102,6 +102,8 @@ def column_type(t, string_kind: str | None = None) -> tuple[str, str | None]:
         kind = "exact"
     elif string_kind is not None:
         kind = string_kind
+    elif pa.types.is_boolean(t):
+        kind = "bool"
     elif pa.types.is_interval(t):
         kind = "interval"
     elif pa.types.is_list(t) or pa.types.is_large_list(t):
@@ -266,7 +268,7 @@ class _Kinds:
     def __init__(self, text: str, out: dict, typed: dict, pg: bool, arrays: bool) -> None:
         self.text = text
         self.coarse = Typer(text, _Part(out, 0), typed)
-        self.pg = PgTyper(text, _Part(out, 1)) if pg else None
+        self.pg = PgTyper(text, _Part(out, 1), _Part(out, 0)) if pg else None
         self.arrays = ArrayTyper(text, _Part(out, 2), {}) if arrays else None
 
     def kind(self, e, pg: bool = False) -> tuple:

@@ -154,7 +154,7 @@ def setop_edits(t: TypedText) -> list[tuple[int, int, str]]:
     setops = [d for q in t.queries for d in all_queries(q) if d.type == "SET_OPERATION_NODE"]
     if not setops:
         return []
-    typer = PgTyper(t.text, t.pg)
+    typer = PgTyper(t.text, t.pg, t.resolved)
     edits: dict[tuple[int, int], str] = {}
     for q in setops:
         _columns(q, typer, t.columns, edits)
@@ -245,12 +245,12 @@ def _cast(literal: str, type_name: str) -> str:
 
 class PgTyper(Typer):
     """PostgreSQL's type of an expression node (module docstring), None when not known:
-    ``resolved`` holds the resolved references' types (by span)."""
+    ``resolved`` holds the resolved references' types, ``coarse`` their kinds of
+    :class:`colmz.sql.typing_pass.Typer` (by span), which types the nodes typed only there."""
 
-    def __init__(self, text: str, resolved: dict[tuple[int, int], str]) -> None:
+    def __init__(self, text: str, resolved, coarse) -> None:
         super().__init__(text, resolved, {})
-        #: the typing pass's kinds of the nodes typed only there (a column by its type's kind)
-        self.coarse = Typer(text, _CoarseView(resolved), {})
+        self.coarse = Typer(text, coarse, {})
 
     def kind(self, e: Expression, pg: bool = False) -> str | None:
         if untyped_literal(e):
@@ -310,18 +310,3 @@ class PgTyper(Typer):
             except SQLError:
                 return None
         return "text" if out == UNKNOWN else out
-
-
-class _CoarseView:
-    # the resolved references' coarse kinds, read as the typing pass reads its resolved map
-    def __init__(self, exact: dict[tuple[int, int], str]) -> None:
-        self.exact = exact
-
-    def get(self, span: tuple[int, int], default: str | None = None) -> str | None:
-        t = self.exact.get(span)
-        return default if t is None else _COARSE.get(t, "other")
-
-
-#: Each type's coarse kind (:mod:`colmz.sql.typing_pass`), for the nodes typed there.
-_COARSE = {**dict.fromkeys(("smallint", "integer", "bigint", "numeric"), "exact"), "real": "real",
-           "double precision": "double", "text": "text", "boolean": "bool", "jsonb": "jsonb", "json": "json"}
