@@ -28,11 +28,11 @@ typer) and splices the edits.
 The text is read again only where a rule reads another's output: after a set operation's
 casts (they type the branch's column, which the float and jsonb rules read: ``'1.5'`` beside
 a real is a real) and after the float rules' edits (the jsonb rules read through their
-casts and checks, the interval rule drops a check around an interval), and where two rules'
-edits meet (one's node inside or beside the other's: the later rule rewrites the earlier's
+casts and checks), and where two rules' edits meet (one's node inside or beside the other's: the later rule rewrites the earlier's
 output, as it must). The jsonb, interval and array rules otherwise edit disjoint nodes of
 disjoint kinds, so their edits over one reading are the edits each would make after the
-other.
+other. PostgreSQL's errors found while resolving (an output name) are raised where the
+float rules' turn comes, after a set operation's casts, as when each rule read on its own.
 
 Invariants: the rewrite is a pure function of the text and the relations' column types,
 cached; the same as the rules applied one after another, each reading the previous one's
