@@ -48,13 +48,9 @@ from colmz.sql import (
     sql_name,
     translate,
 )
-from colmz.sql.arraycols import array_column_rules, array_kind
 from colmz.sql.assign import pg_type_name
-from colmz.sql.floatcols import column_kind, float_column_rules
-from colmz.sql.intervalcols import interval_column_rules, interval_kind
-from colmz.sql.jsonbcols import jsonb_column_rules
+from colmz.sql.column_rules import column_type, column_type_rules
 from colmz.sql.pushdown import push_filters
-from colmz.sql.setop_types import KNOWN_TYPES, setop_literal_rules
 from colmz.sql.translate import referenced_names
 from colmz.updates import Updates
 
@@ -125,26 +121,15 @@ class Queries:
         :func:`colmz.sql.translate`) over the catalog's objects, and the objects it reads:
         each bound to its own DuckDB name (:func:`colmz.sql.bind_relations`, the i-th as
         ``relation_name(i)``), with PostgreSQL's rules that hang on the columns' types
-        applied (float columns', jsonb columns'); a qualified name of no object is refused
+        applied (:func:`colmz.sql.column_rules.column_type_rules`); a qualified name of no object is refused
         with Materialize's message. Every path evaluating a query over the objects (the
         catalog's queries, ``SUBSCRIBE``) runs this text."""
         text, bound = bind_relations(translated, frozenset(self._objects))
         self._check_qualified(translated)
-        # PostgreSQL's type of a bare string literal in a set operation's branch: the common
-        # type of its column (SELECT age ... UNION SELECT '5' is an integer column)
-        text = setop_literal_rules(text, lambda: self._types_of(bound))
-        # PostgreSQL's float rules that hang on a column's type (a real with an integer is a
-        # double, float overflow, NaN / 0): the columns' types are known here
-        floats = self._columns_by(bound, column_kind)
-        text = float_column_rules(text, frozenset(c for _, cols in floats for c in cols), floats)
-        # PostgreSQL's jsonb rules that hang on which string columns are jsonb or text (a jsonb
-        # column compared with a literal compares jsonb; a jsonb operator of a text column
-        # does not exist): the columns' kinds are known here (colmz.catalog.column_kinds)
-        text = jsonb_column_rules(text, self._kinds_of(bound))
-        # PostgreSQL's interval arithmetic and aggregates over interval columns (d / 2, sum(d))
-        text = interval_column_rules(text, self._columns_by(bound, interval_kind))
-        # ... and || of array columns (array_cat, array_append, array_prepend)
-        text = array_column_rules(text, self._columns_by(bound, array_kind))
+        # PostgreSQL's rules that hang on the columns' types (a set operation's string literal
+        # of its column's type, float and jsonb columns', interval arithmetic, || of arrays:
+        # colmz.sql.column_rules), in one typing pass over the text: the types are known here
+        text = column_type_rules(text, self._typed_relations(bound))
         # ... and an outer WHERE filters a subquery's rows before its (checked) items are
         # computed, as PostgreSQL pulls the subquery up
         return push_filters(text), bound
@@ -168,30 +153,16 @@ class Queries:
             for n in registered:
                 self._con.unregister(n)
 
-    def _columns_by(self, bound, kind) -> tuple:
-        # each bound relation's name in the text with its columns' (name, kind(type)) pairs:
-        # the relations a column-type rule pass takes
-        return tuple((relation_name(i), tuple((c.name.lower(), kind(c.type)) for c in self._objects[n].schema))
-                     for i, n in enumerate(bound))
-
-    def _types_of(self, bound) -> tuple:
-        # each bound relation's name in the text with its columns' PostgreSQL types (a string
-        # column's by its kind; None: a type colmz.sql.setop_types does not name)
+    def _typed_relations(self, bound) -> tuple:
+        # each bound relation's name in the text with its columns' (name, kind, PostgreSQL
+        # type) (colmz.sql.column_rules; a string column's kind as colmz.catalog.column_kinds
+        # knows it, "string" when not known)
         out = []
         for i, n in enumerate(bound):
             schema = self._objects[n].schema
-            types = (pg_type_name(c.type) if k is None else k
-                     for c, k in zip(schema, string_kinds(schema, self.column_kinds(n))))
-            out.append((relation_name(i), tuple((c.name.lower(), t if t in KNOWN_TYPES else None)
-                                                for c, t in zip(schema, types))))
+            out.append((relation_name(i), tuple((c.name.lower(), *column_type(c.type, k))
+                                                for c, k in zip(schema, string_kinds(schema, self.column_kinds(n))))))
         return tuple(out)
-
-    def _kinds_of(self, bound) -> tuple:
-        # each bound relation's name in the text with its columns' (name, kind) pairs (a string
-        # column of no known kind: "string", colmz.sql.jsonbcols)
-        return tuple((relation_name(i), tuple(zip((c.name.lower() for c in self._objects[n].schema),
-                                                  string_kinds(self._objects[n].schema, self.column_kinds(n)))))
-                     for i, n in enumerate(bound))
 
     def _check_qualified(self, translated: str, own: Key | None = None) -> None:
         """Refuse a qualified relation name that names no object, as Materialize does

@@ -227,8 +227,9 @@ class CompiledStatement:
         #: The positions of its json columns (an INSERT's text there must read as JSON).
         self.json: tuple[int, ...] = ()
         self.now_form: str | None = None
-        #: Whether ``sql`` holds rules of its relations' column kinds (colmz.sql.jsonbcols)
-        #: that a query rebuilt from ``text`` would not.
+        #: Whether ``sql`` holds rules of its relations' column types (colmz.sql.column_rules:
+        #: a set operation's, jsonb's, interval's, array's) that a query rebuilt from ``text``
+        #: would not.
         self.kind_rules = False
         #: How errors name the statement: its number and construct (Materialize's wording).
         self.label = task_statement(task_name, index, kind, predicate=bool(q) and kind == "delete")

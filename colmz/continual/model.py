@@ -80,12 +80,9 @@ from colmz.frontier import (
 from colmz.ops import concat, consolidate
 from colmz.order import ColumnSpec
 from colmz.rows import at_time, expand, relation_rows, rows_to_updates, schema_of
-from colmz.sql.assign import pg_type_name
+from colmz.sql.column_rules import column_type, rules_applied
 from colmz.sql.errors import SQLError
-from colmz.sql.floatcols import column_kind, float_column_rules
-from colmz.sql.jsonbcols import jsonb_column_rules
 from colmz.sql.names import display_name
-from colmz.sql.setop_types import KNOWN_TYPES, setop_literal_rules
 from colmz.sql.write import check_jsonb_values, is_json, is_jsonb
 from colmz.updates import SchemaError, Updates
 
@@ -313,26 +310,19 @@ class ContinualTask:
         self.duckdb = TaskDuckDB([name, input_name, *refs], connection, batched.task_relations(
             {**schemas, name: schemas.get(name, self.input.schema)}))
         self.compiled = [self._compile(s, i) for i, s in enumerate(body)]
-        # PostgreSQL's float rules that hang on column types (colmz.sql.floatcols), typed by
-        # the columns of every relation a statement may read: the input, the references and
-        # the output (whose columns, when not given, are the input's if a statement reads it)
+        # PostgreSQL's rules that hang on column types (colmz.sql.column_rules: a set
+        # operation's string literal, float, jsonb and text, interval and array columns'), in
+        # one typing pass over each statement, typed by the columns of every relation a
+        # statement may read: the input, the references and the output (its columns given,
+        # else the input's, which are a self-referencing task's: infer_columns)
+        self._column_rules(dict(column_kinds or {}), columns,
+                           {**schemas, name: schemas.get(name, tuple(self.input.schema))})
+        # the columns of every relation a statement may read (the output's when given)
         read_schemas = [*self.input.schema, *(c for v in self.references.values() for c in v.schema)]
         if columns is not None:
             read_schemas.extend(schema_of(columns))
         elif output is not None:
             read_schemas.extend(output.schema)
-        kinds = frozenset((c.name.lower(), column_kind(c.type)) for c in read_schemas)
-        # each relation's own columns, by its registered name
-        relations = tuple((self.duckdb.registered_as[k], tuple((c.name.lower(), column_kind(c.type)) for c in v))
-                          for k, v in schemas.items())
-        # ... and PostgreSQL's type of a bare string literal (a set operation's branch, beside a
-        # typed value: colmz.sql.setop_types), by the columns' PostgreSQL types
-        pg_types = tuple((self.duckdb.registered_as[k], tuple(
-            (c.name.lower(), t if (t := pg_type_name(c.type)) in KNOWN_TYPES else None) for c in v))
-            for k, v in schemas.items())
-        for b in self.compiled:
-            if b.sql is not None:
-                b.sql = float_column_rules(setop_literal_rules(b.sql, pg_types), kinds, relations)
         # Append times come from the input only if some statement reads it.
         self.reads_input = any(b.reads(input_name) for b in self.compiled)
         if columns is not None:
@@ -342,7 +332,7 @@ class ContinualTask:
         else:
             schema = batched.infer_columns(self)
         self.schema = schema
-        self._jsonb_rules(dict(column_kinds or {}), columns, schemas)
+        self._check_kinds(dict(column_kinds or {}), schemas)
         for b in self.compiled:
             b.jsonb = _jsonb_positions(columns)
             b.json = _jsonb_positions(columns, is_json)
@@ -405,30 +395,41 @@ class ContinualTask:
 
     # ------------------------------------------------------------------ setup
 
-    def _jsonb_rules(self, kinds: dict, columns, schemas: dict) -> None:
-        # PostgreSQL's rules of jsonb and text columns (colmz.sql.jsonbcols) over every
-        # relation a statement may read (the output's columns from ``kinds``, else its jsonb /
-        # json SQL types in ``columns``); none apply when no column's kind is known.
-        schemas = {**schemas, self.name: self.schema}
+    def _column_rules(self, kinds: dict, columns, schemas: dict) -> None:
+        # the rules of column types (colmz.sql.column_rules) over every statement; a string
+        # column's kind is the one ``kinds`` (column_kinds=) gives, the output's from its
+        # jsonb / json SQL types in ``columns`` otherwise (a kind not of one per column is
+        # refused once the task's columns are known: _check_kinds)
         if self.name not in kinds and columns is not None:
             declared = dict.fromkeys(_jsonb_positions(columns), "jsonb")
             declared.update(dict.fromkeys(_jsonb_positions(columns, is_json), "json"))
-            kinds[self.name] = [declared.get(i) for i in range(len(self.schema))]
+            kinds[self.name] = [declared.get(i) for i in range(len(schemas[self.name]))]
+        relations = []
+        for k, v in schemas.items():
+            told = kinds.get(k)
+            told = told if told is not None and len(told) == len(v) else [None] * len(v)
+            relations.append((self.duckdb.registered_as[k], tuple(
+                (c.name.lower(), *column_type(c.type, kind)) for c, kind in zip(v, told))))
+        for b in self.compiled:
+            if b.sql is not None:
+                try:
+                    b.sql, fired = rules_applied(b.sql, tuple(relations))
+                except SQLError as e:
+                    raise type(e)(f"{b.label}: {e}") from None  # an UnsupportedSQL stays one
+                # (a query rebuilt from the statement's text would lose these rules; the float
+                # rules' are not counted, as they never were)
+                b.kind_rules = bool(fired - {"float"})
+
+    def _check_kinds(self, kinds: dict, schemas: dict) -> None:
+        # column_kinds= gives a kind for each column of a relation the task reads (none
+        # checked when no kind is told)
         if not any(k for ks in kinds.values() for k in ks):
             return
+        schemas = {**schemas, self.name: self.schema}
         for k, ks in kinds.items():
             if k not in schemas or len(ks) != len(schemas[k]):
                 raise ValueError(f"column_kinds[{k!r}] must give a kind for each of the {len(schemas.get(k, ()))} "
                                  f"columns of a relation the task reads, got {list(ks)!r}")
-        relations = tuple((self.duckdb.registered_as[k], tuple((c.name.lower(), kind) for c, kind in zip(
-            v, kinds.get(k, [None] * len(v))))) for k, v in schemas.items())
-        for b in self.compiled:
-            if b.sql is not None:
-                try:
-                    ruled = jsonb_column_rules(b.sql, relations)
-                except SQLError as e:
-                    raise type(e)(f"{b.label}: {e}") from None  # an UnsupportedSQL stays one
-                b.kind_rules, b.sql = ruled != b.sql, ruled
 
     def _compile(self, s, i: int) -> CompiledStatement:
         if isinstance(s, str):

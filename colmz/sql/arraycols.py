@@ -4,9 +4,8 @@ query once the relations it reads (and so which of their columns are arrays) are
 :func:`colmz.sql.translate.translate` cannot tell an array column from any other, so it
 writes ``a || b`` as the concatenation of their texts (each operand through
 :data:`colmz.sql.translate.ANY_TEXT`, which refuses an array's text by name). The catalog
-knows the relations' column types when it runs a query; :func:`array_column_rules` then
-reads the translated text's tree, resolves its column references as PostgreSQL does
-(:class:`colmz.sql.typing_pass.Resolver`) and makes a ``||`` with an array operand -- a
+knows the relations' column types when it runs a query; :func:`array_edits`, over the
+references resolved (:mod:`colmz.sql.column_rules`), makes a ``||`` with an array operand -- a
 column resolved to an array column, ``ARRAY[...]``, a cast to an array type, such a ``||``
 itself -- PostgreSQL 15's array operator (``src/backend/utils/adt/array_userfuncs.c``):
 
@@ -27,55 +26,22 @@ columns, cached; a text the tree cannot read is returned unchanged.
 
 from __future__ import annotations
 
-import functools
-
 from colmz.sql.build import splice
 from colmz.sql.errors import UnsupportedSQL
 from colmz.sql.pgfuncs import ARRAY_CAT
 from colmz.sql.translate import ANY_TEXT
 from colmz.sql.tree import Expression
-from colmz.sql.typing_pass import ResolvedRules, rewrite_resolved
+from colmz.sql.typing_pass import ResolvedRules, TypedText, outermost_edits
 
-__all__ = ["Relations", "array_column_rules", "array_kind"]
-
-#: Relations as the caller names them: each relation's name in the text (lower case) with its
-#: every column's ``(name, kind)``, kind ``"array"`` for an array column (else None).
-Relations = tuple[tuple[str, tuple[tuple[str, str | None], ...]], ...]
+__all__ = ["array_edits"]
 
 _STRING_BESIDE_ARRAY = ("|| of an array and a string literal is not supported by colmz (PostgreSQL reads the "
                         "string as an array of the other operand's type): write ARRAY[...] or a cast")
 
 
-def array_kind(t) -> str | None:
-    """The kind :func:`array_column_rules` takes for a column of Arrow type ``t``.
-
-    >>> import pyarrow as pa
-    >>> array_kind(pa.list_(pa.int32())), array_kind(pa.string())
-    ('array', None)
-    """
-    import pyarrow as pa
-
-    return "array" if pa.types.is_list(t) or pa.types.is_large_list(t) else None
-
-
-def array_column_rules(text: str, relations: Relations) -> str:
-    """``text`` (a translated, bound query) with ``||`` of its relations' array columns made
-    PostgreSQL's array operators (module docstring).
-
-    >>> rels = (("t", (("a", "array"), ("k", None))),)
-    >>> array_column_rules("SELECT __colmz_text(a) || __colmz_text(k) FROM t", rels)
-    'SELECT list_append(a, k) FROM t'
-    >>> array_column_rules("SELECT __colmz_text(a) || NULL FROM t", rels)
-    'SELECT __colmz_array_cat(a, NULL) FROM t'
-    """
-    if "||" not in text or not any(k == "array" for _, cols in relations for _, k in cols):
-        return text
-    return _rewrite(text, relations)
-
-
-@functools.lru_cache(maxsize=512)
-def _rewrite(text: str, relations: Relations) -> str:
-    return rewrite_resolved(text, relations, _Rules)
+def array_edits(t: TypedText) -> list[tuple[int, int, str]]:
+    """The edits of this module's rules over ``t``: each outermost node they rewrite."""
+    return outermost_edits(t.queries, _Rules(t.text, t.arrays))
 
 
 class _Rules(ResolvedRules):
@@ -94,15 +60,6 @@ class _Rules(ResolvedRules):
     @staticmethod
     def concat(e: Expression) -> bool:
         return e.cls == "FUNCTION" and e.name == ("||",) and len(e.children) == 2
-
-    def find(self, e: Expression) -> None:
-        new = self.rule(e)
-        if new is not None:
-            self.edits.append((e.start, e.end, new))
-            return
-        for k in e.children:
-            if k.subquery is None and k.start >= 0:
-                self.find(k)
 
     def render(self, e: Expression) -> str:
         # ``e``'s text with translate's text wrapper taken off and the rule applied below it

@@ -4,9 +4,8 @@ translated query once the relations it reads (and so its columns' types) are kno
 :func:`colmz.sql.translate.translate` sees text only: a column's type is unknown there, so
 ``r * 2`` over a ``real`` column or ``f * 2`` over a ``double precision`` one is left as DuckDB
 computes it. The catalog knows the schema of every relation a query reads when it runs it;
-:func:`float_column_rules` then reads the translated text's tree
-(:func:`colmz.sql.tree.parse_tree`), types its nodes (:mod:`colmz.sql.typing_pass`) and
-applies, as PostgreSQL 15 computes (``src/backend/utils/adt/float.c``):
+:func:`float_edits`, over its nodes as typed once (:mod:`colmz.sql.column_rules`,
+:mod:`colmz.sql.typing_pass`), applies, as PostgreSQL 15 computes (``src/backend/utils/adt/float.c``):
 
 * **real with an exact number** (``r * 2``, ``r + 1``, ``1 - r``, ``r > 0.1``): PostgreSQL has
   no ``real`` operator with an integer or ``numeric``; it picks ``float48`` (the real widened
@@ -93,11 +92,10 @@ Invariants:
 
 from __future__ import annotations
 
-import functools
 import re
 
 from colmz.sql.build import RESERVED_PREFIX, splice
-from colmz.sql.errors import SQLError, UnsupportedSQL
+from colmz.sql.errors import UnsupportedSQL
 from colmz.sql.tokens import tokenize
 from colmz.sql.transforms import (
     FLOAT_CHECK,
@@ -109,21 +107,20 @@ from colmz.sql.transforms import (
     table_refs,
 )
 from colmz.sql.translate import FLOAT8_TEXT, NUMERIC_TEXT, SUM_ARGUMENT
-from colmz.sql.tree import Expression, Query, parse_tree
+from colmz.sql.tree import Expression, Query
 from colmz.sql.typing_pass import (
     DOUBLE_CALLS,
     FLOAT_DIV,
     SAME_TYPE_CALLS,
-    Resolver,
+    TypedText,
     Typer,
-    cte_list_names,
-    derived_names,
     numeric_cast,
     query_expressions,
     window_arguments,
 )
 
-__all__ = ["FLOAT_ACCUM_CHECK", "FLOAT_COLUMN_MACROS", "FLOAT_DIV", "column_kind", "float_column_rules"]
+__all__ = ["FLOAT_ACCUM_CHECK", "FLOAT_COLUMN_MACROS", "FLOAT_DIV", "FLOAT_WORD", "column_kind", "float_column_rules",
+           "float_edits"]
 
 #: The overflow check of an aggregate of doubles, ``(result, non-finite inputs, sum, sum of
 #: squared deviations, spread)``: PostgreSQL's error where no input is NaN or infinite and
@@ -145,7 +142,7 @@ _COMPARE = frozenset({"COMPARE_EQUAL", "COMPARE_NOTEQUAL", "COMPARE_LESSTHAN", "
                       "COMPARE_LESSTHANOREQUALTO", "COMPARE_GREATERTHANOREQUALTO"})
 #: A text that may hold float arithmetic without a float column (``'NaN'::float8 / 0``, a
 #: grouped ``1e300::float8 * 10``, a VALUES list of reals).
-_FLOAT_WORD = re.compile(r"\b(float[48]?|real|double)\b", re.IGNORECASE)
+FLOAT_WORD = re.compile(r"\b(float[48]?|real|double)\b", re.IGNORECASE)
 
 
 def float_column_rules(text: str, columns: frozenset[tuple[str, str]],
@@ -156,6 +153,7 @@ def float_column_rules(text: str, columns: frozenset[tuple[str, str]],
     ``relations``, when the caller knows them: each relation the text names (by its name in
     the text, lower case) with its own ``(name, kind)`` pairs in its columns' order, so that a
     reference resolves to its relation's column (``t1.x`` a real beside ``t2.x`` a double).
+    (:func:`colmz.sql.column_rules.column_type_rules` of this rule alone.)
 
     >>> cols = frozenset({("r", "real"), ("k", "exact")})
     >>> float_column_rules("SELECT r > 2, k * 2 FROM t", cols)
@@ -164,10 +162,9 @@ def float_column_rules(text: str, columns: frozenset[tuple[str, str]],
     >>> float_column_rules("SELECT a.x + 1, b.x FROM a, b", frozenset({("x", "real"), ("x", "double")}), rels)
     'SELECT __colmz_float_check(CAST(a.x AS DOUBLE) + 1, isfinite(TRY_CAST(a.x AS DOUBLE)), false), b.x FROM a, b'
     """
-    floats = any(k in ("real", "double") for _, k in columns) or _FLOAT_WORD.search(text) is not None
-    if not floats and not relations:
-        return text
-    return _rewrite(text, columns, relations, floats)
+    from colmz.sql.column_rules import column_type_rules  # (it applies this module's rule)
+
+    return column_type_rules(text, relations, ("float",), frozenset(columns))
 
 
 def column_kind(t) -> str:
@@ -186,38 +183,17 @@ def column_kind(t) -> str:
     return "exact" if pa.types.is_integer(t) or pa.types.is_decimal(t) else "other"
 
 
-@functools.lru_cache(maxsize=512)
-def _rewrite(text: str, columns: frozenset[tuple[str, str]],
-             relations: tuple[tuple[str, tuple[tuple[str, str], ...]], ...], floats: bool) -> str:
-    # (without ``floats`` only the names are resolved: an output name where PostgreSQL sees none raises)
-    try:
-        queries = parse_tree(text)
-    except SQLError:  # not a query the tree reads (a refusal is translate's, or DuckDB's)
-        return text
-    defs: dict[str, list[Expression | None]] = {}
-    for q in queries:
-        derived_names(q, defs)
-    for name in cte_list_names(text, defs):
-        defs.setdefault(name, []).append(None)
-    kinds: dict[str, set[str]] = {}
-    for name, kind in columns:
-        kinds.setdefault(name, set()).add(kind)
-    typed = {n: next(iter(k)) for n, k in kinds.items()
-             if len(k) == 1 and "other" not in k and n not in defs}
-    resolved: dict[tuple[int, int], str] = {}
-    if relations or _FLOAT_WORD.search(text):  # (VALUES lists typed by their casts)
-        resolver = Resolver(text, {name: dict(cols) for name, cols in relations}, typed)
-        for q in queries:
-            resolver.query(q, [], {})
-        resolved = resolver.out
-    if not floats:
-        return text
-    rules = _Rules(text, typed, resolved, defs, kinds)
-    for q in queries:
+def float_edits(t: TypedText) -> list[tuple[int, int, str]]:
+    """The edits of the float rules (module docstring) over ``t``: each maximal node they
+    rewrite, with its new text. The resolved kinds are read where the names were checked
+    (the relations named, or a float type in the text); else a reference is typed by its
+    name alone."""
+    if not (any(k in ("real", "double") for ks in t.kinds.values() for k in ks) or FLOAT_WORD.search(t.text)):
+        return []  # (no float column and no float type: no rule applies)
+    rules = _Rules(t.text, t.typed, t.resolved if t.checked else {}, t.defs, t.kinds)
+    for q in t.queries:
         rules.query(q, grouped=False)
-    return splice(text, sorted(rules.edits))
-
-
+    return sorted(rules.edits)
 
 
 class _Rules(Typer):

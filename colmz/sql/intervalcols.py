@@ -4,9 +4,8 @@ once the relations it reads (and so which of their columns are intervals) are kn
 :func:`colmz.sql.translate.translate` sees text only: it turns ``INTERVAL '1 day' / 2`` into
 PostgreSQL's division because the literal shows its type, but ``d / 2`` of an interval
 column is DuckDB's (which has no such operator). The catalog knows the relations' column
-types when it runs a query; :func:`interval_column_rules` then reads the translated text's
-tree (:func:`colmz.sql.tree.parse_tree`), resolves its column references as PostgreSQL does
-(:class:`colmz.sql.typing_pass.Resolver`) and, over a value that is an interval -- a column
+types when it runs a query; :func:`interval_edits`, over the
+references resolved (:mod:`colmz.sql.column_rules`) and over a value that is an interval -- a column
 resolved to an interval column, a cast to ``interval``, ``+``/``-`` of intervals, an
 interval times or divided by a number -- applies PostgreSQL 15's computation
 (``src/backend/utils/adt/timestamp.c``):
@@ -44,7 +43,6 @@ boundary the outer one is kept and the inner one left to DuckDB (refused, as bef
 
 from __future__ import annotations
 
-import functools
 import re
 
 from colmz.sql.build import splice
@@ -59,9 +57,9 @@ from colmz.sql.pgfuncs import (
 from colmz.sql.transforms import FLOAT_CHECK, NOT_INTERVAL, PERCENTILE_CONT
 from colmz.sql.translate import SUM_ARGUMENT
 from colmz.sql.tree import Expression
-from colmz.sql.typing_pass import ResolvedRules, rewrite_resolved, window_arguments
+from colmz.sql.typing_pass import ResolvedRules, TypedText, outermost_edits, window_arguments
 
-__all__ = ["Relations", "interval_column_rules", "interval_kind"]
+__all__ = ["Relations", "interval_column_rules", "interval_edits", "interval_kind"]
 
 #: Relations as the caller names them: each relation's name in the text (lower case) with its
 #: every column's ``(name, kind)``, kind ``"interval"`` for an interval column (else None).
@@ -89,7 +87,8 @@ def interval_kind(t) -> str | None:
 
 def interval_column_rules(text: str, relations: Relations) -> str:
     """``text`` (a translated, bound query) with PostgreSQL's rules of its relations' interval
-    columns applied (module docstring).
+    columns applied (module docstring; :func:`colmz.sql.column_rules.column_type_rules` of this rule
+    alone).
 
     >>> rels = (("t", (("k", None), ("d", "interval"))),)
     >>> interval_column_rules("SELECT d / 2 FROM t", rels)
@@ -97,14 +96,14 @@ def interval_column_rules(text: str, relations: Relations) -> str:
     >>> interval_column_rules("SELECT k / 2 FROM t", rels)
     'SELECT k / 2 FROM t'
     """
-    if not any(k == "interval" for _, cols in relations for _, k in cols):
-        return text
-    return _rewrite(text, relations)
+    from colmz.sql.column_rules import column_type_rules  # (it applies this module's rule)
+
+    return column_type_rules(text, relations, ("interval",))
 
 
-@functools.lru_cache(maxsize=512)
-def _rewrite(text: str, relations: Relations) -> str:
-    return rewrite_resolved(text, relations, _Rules)
+def interval_edits(t: TypedText) -> list[tuple[int, int, str]]:
+    """The edits of this module's rules over ``t``: each outermost node they rewrite."""
+    return outermost_edits(t.queries, _Rules(t.text, t.resolved))
 
 
 class _Rules(ResolvedRules):
@@ -126,15 +125,8 @@ class _Rules(ResolvedRules):
             return self.interval(kids[0]) and not self.interval(kids[1])
         return name in (FLOAT_CHECK, INTERVAL_DIV, INTERVAL_MUL) and self.interval(kids[0])
 
-    def find(self, e: Expression) -> None:
-        # the outermost nodes a rule rewrites (a subquery's own query is read on its own)
-        new = self.rule(e)
-        if new is not None:
-            self.edits.append((e.start, e.end, new))
-            return
-        for k in _kids(e):
-            if k.subquery is None:
-                self.find(k)
+    def kids(self, e: Expression) -> list[Expression]:
+        return _kids(e)  # (its FILTER and ORDER BY too)
 
     def render(self, e: Expression, override: dict[int, str] | None = None) -> str:
         # ``e``'s text with every rule below it applied (``override``: given texts of nodes)

@@ -5,9 +5,9 @@ known.
 colmz keeps a jsonb column as its canonical text (:func:`colmz.sql.jsonb.jsonb_dump`), a
 string to DuckDB, so :func:`colmz.sql.translate.translate` cannot tell a jsonb column from a
 text one. The catalog knows each relation's column kinds
-(:mod:`colmz.catalog.column_kinds`) when it runs a query; :func:`jsonb_column_rules` then
-reads the translated text's tree (:func:`colmz.sql.tree.parse_tree`) and, for a column
-reference that resolves to a relation's column, applies PostgreSQL 15's rules:
+(:mod:`colmz.catalog.column_kinds`) when it runs a query; :func:`jsonb_edits`, over the tree
+read once (:mod:`colmz.sql.column_rules`), for a column reference that resolves to a
+relation's column, applies PostgreSQL 15's rules:
 
 * **a comparison of jsonb** (``=``, ``<>``, ``<``, ``>=``, ..., ``IN (...)``, ``BETWEEN``,
   ``IS [NOT] DISTINCT FROM``) with an operand that is jsonb -- a jsonb column, or a value
@@ -66,10 +66,9 @@ relations' kinds, cached; a text the tree cannot read is returned unchanged.
 
 from __future__ import annotations
 
-import functools
 import re
 
-from colmz.sql.build import RESERVED_PREFIX, splice
+from colmz.sql.build import RESERVED_PREFIX
 from colmz.sql.errors import SQLError, UnsupportedSQL
 from colmz.sql.jsonb import (
     JSON_GET,
@@ -100,9 +99,9 @@ from colmz.sql.transforms import (
     table_refs,
 )
 from colmz.sql.translate import ANY_TEXT, INT_MACROS
-from colmz.sql.tree import Expression, Query, parse_tree
+from colmz.sql.tree import Expression, Query
 from colmz.sql.typing_pass import (
-    Resolver,
+    TypedText,
     Typer,
     branch_items,
     case_results,
@@ -111,7 +110,7 @@ from colmz.sql.typing_pass import (
     output_name,
 )
 
-__all__ = ["column_ref_kinds", "jsonb_column_rules"]
+__all__ = ["column_ref_kinds", "jsonb_column_rules", "jsonb_edits", "jsonb_wanted"]
 
 #: Relations as the caller names them: each relation's name in the text (lower case) with its
 #: columns' ``(name, kind)`` pairs, kind ``"jsonb"``, ``"json"``, ``"text"``, ``"string"`` (a
@@ -138,7 +137,8 @@ _TEXT_ONLY = {**{f: f for f in ("length", "char_length", "character_length", "md
 
 def jsonb_column_rules(text: str, relations: Relations) -> str:
     """``text`` (a translated, bound query) with PostgreSQL's jsonb rules of its relations'
-    jsonb and text columns applied (module docstring).
+    jsonb and text columns applied (module docstring;
+    :func:`colmz.sql.column_rules.column_type_rules` of this rule alone).
 
     >>> rels = (("t", (("k", None), ("s", "text"), ("j", "jsonb"))),)
     >>> jsonb_column_rules("SELECT j = '{\\"a\\":\\"x\\"}' FROM t", rels)
@@ -148,16 +148,21 @@ def jsonb_column_rules(text: str, relations: Relations) -> str:
     >>> jsonb_column_rules("SELECT __colmz_text(j) || __colmz_text(j) FROM t", rels)
     'SELECT __colmz_jsonb_concat(CAST(j AS VARCHAR), CAST(j AS VARCHAR)) FROM t'
     """
-    kinds = {k for _, cols in relations for _, k in cols}
+    from colmz.sql.column_rules import column_type_rules  # (it applies this module's rule)
+
+    return column_type_rules(text, relations, ("jsonb",))
+
+
+def jsonb_wanted(text: str, kinds) -> bool:
+    """Whether a rule of this module may apply to ``text`` over relations of column ``kinds``
+    (a cheap test: a literal or ``||`` beside a jsonb column, a jsonb call, ...)."""
     lower = text.lower()  # (read once: every catalog query passes this gate)
     jsonb = _JSON_CAST in text or not kinds.isdisjoint(("jsonb", "json")) or "::json" in lower \
         or (not kinds.isdisjoint(("json", "string")) and "'" in text) or JSON_GET in text or JSON_PATH in text \
         or CONCAT_BY_KIND in text or (TO_JSONB in text and not kinds.isdisjoint(("jsonb", "json", "text"))) \
         or ("[" in text and ("text" in kinds or "text" in lower))  # (a subscript of text)
-    if not jsonb and not ("text" in kinds and any(f in text for f in (*_OPERATOR_CALLS, NUMERIC_CAST))) \
-            and not ("json" in lower and any(f in lower for f in _TEXT_ONLY)):
-        return text  # nothing a rule takes: no literal or || beside a jsonb column, no jsonb call
-    return _rewrite(text, relations)
+    return jsonb or ("text" in kinds and any(f in text for f in (*_OPERATOR_CALLS, NUMERIC_CAST))) \
+        or ("json" in lower and any(f in lower for f in _TEXT_ONLY))
 
 
 _JSON_CAST = " AS JSON)"  # how translate writes every jsonb value
@@ -174,38 +179,31 @@ def column_ref_kinds(text: str, relations: Relations) -> dict[tuple[int, int], s
     >>> sorted(column_ref_kinds("SELECT k, s FROM t WHERE j = '1'", rels).items())
     [((10, 11), 'text'), ((25, 26), 'jsonb')]
     """
-    try:
-        queries = parse_tree(text)
-    except SQLError:
+    from colmz.sql.column_rules import typed_text
+
+    t = typed_text(text, relations, ("jsonb",))
+    if t is None:
         return {}
-    typer = _typer(text, queries, relations)
     found: dict[tuple[int, int], str] = {}
-    for q in queries:
-        _query(q, typer, [], found)
+    for q in t.queries:
+        _query(q, _typer(t), [], found)
     return found
 
 
-@functools.lru_cache(maxsize=512)
-def _rewrite(text: str, relations: Relations) -> str:
-    try:
-        queries = parse_tree(text)
-    except SQLError:
-        return text
-    typer = _typer(text, queries, relations)
+def jsonb_edits(t: TypedText) -> list[tuple[int, int, str]]:
+    """The edits of this module's rules over ``t`` (edits of disjoint nodes; insertions at one
+    place in the order made)."""
+    typer = _typer(t)
     edits: list[tuple[int, int, str]] = []
-    for q in queries:
+    for q in t.queries:
         _query(q, typer, edits)
-    # (edits are of disjoint nodes; insertions at one place kept in the order made)
-    return splice(text, sorted(edits, key=lambda x: x[:2]))
+    return sorted(edits, key=lambda x: x[:2])
 
 
-def _typer(text: str, queries, relations: Relations) -> Typer:
-    # every node of the queries typed once (colmz.sql.typing_pass), each column reference
-    # resolved to the relations' columns (output names' errors are floatcols' to raise)
-    resolver = Resolver(text, {name: dict(cols) for name, cols in relations}, {}, check_names=False)
-    for q in queries:
-        resolver.query(q, [], {})
-    return Typer(text, resolver.out, {}, items=resolver.items)
+def _typer(t: TypedText) -> Typer:
+    # every node typed (colmz.sql.typing_pass) over the references resolved to the relations'
+    # columns (output names' errors are the float rules' to raise)
+    return Typer(t.text, t.resolved, {}, items=t.items)
 
 
 def _query(q: Query, typer: Typer, edits: list, found: dict | None = None, distinct: bool = False) -> None:

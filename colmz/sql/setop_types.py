@@ -13,7 +13,7 @@ column holding 5, ``... UNION SELECT 'x'`` raises ``invalid input syntax for typ
 does a branch that sorts or groups the literal (``SELECT DISTINCT '5'``). DuckDB binds each
 branch alone and makes such a column text.
 
-:func:`setop_literal_rules` types every set operation's columns as PostgreSQL does and
+:func:`setop_edits` types every set operation's columns as PostgreSQL does and
 rewrites each bare string literal a branch's column coerces to another type than text as
 that literal cast to the type -- the text translate gives the cast written out
 (:func:`colmz.sql.translate.translate` of ``'5'::integer``), so the literal is read as
@@ -47,11 +47,8 @@ non-recursive term) is left as it is.
 from __future__ import annotations
 
 import contextlib
-import functools
 import re
-from collections.abc import Callable
 
-from colmz.sql.build import splice
 from colmz.sql.errors import SQLError, UnsupportedSQL
 from colmz.sql.pgfuncs import LENGTH, TO_CHAR
 from colmz.sql.transforms import (
@@ -64,10 +61,10 @@ from colmz.sql.transforms import (
     table_refs,
 )
 from colmz.sql.translate import ANY_TEXT, FLOAT8_TEXT, INT_MACROS, NUMERIC_TEXT, translate
-from colmz.sql.tree import Expression, Query, parse_tree
+from colmz.sql.tree import Expression, Query
 from colmz.sql.typing_pass import (
     SAME_TYPE_CALLS,
-    Resolver,
+    TypedText,
     Typer,
     case_results,
     numeric_cast,
@@ -75,14 +72,10 @@ from colmz.sql.typing_pass import (
     untyped_literal,
 )
 
-__all__ = ["KNOWN_TYPES", "UNKNOWN", "common_type", "setop_literal_rules"]
+__all__ = ["KNOWN_TYPES", "UNKNOWN", "PgTyper", "common_of", "common_type", "setop_edits"]
 
 #: The type of a bare string literal or NULL before its context gives it one.
 UNKNOWN = "unknown"
-
-#: Relations as the caller names them: each relation's name in the text (lower case) with its
-#: columns' ``(name, type)`` pairs, the type PostgreSQL's name of it (None: not known).
-Relations = tuple[tuple[str, tuple[tuple[str, str | None], ...]], ...]
 
 #: The types of each category PostgreSQL converts within implicitly, each converting to the
 #: next (``select_common_type`` takes the latest present); a type of no chain matches only itself.
@@ -118,10 +111,10 @@ _CALL_TYPES = {**dict.fromkeys(("~~", "!~~", "~~*", "!~~*", "regexp_matches", "r
 #: The coarse kinds of :class:`colmz.sql.typing_pass.Typer` that name one type.
 _OF_KIND = {"real": "real", "double": "double precision", "bool": "boolean", "text": "text",
             "jsonb": "jsonb", "json": "json"}
-_SETOP = re.compile(r"\b(union|intersect|except)\b", re.IGNORECASE)
-#: The words and operators of :func:`_peer_groups`' constructs (a text holding a string literal
-#: and none of them has no literal to check).
-_BESIDE = re.compile(r"[=<>]|\b(?:in|between|case|coalesce|greatest|least|nullif|values)\b", re.IGNORECASE)
+#: The set operations' words, and the words and operators of :func:`_peer_groups`' constructs:
+#: a text holding neither (or no string literal) has nothing for :func:`setop_edits`.
+SETOP = re.compile(r"\b(union|intersect|except)\b", re.IGNORECASE)
+BESIDE = re.compile(r"[=<>]|\b(?:in|between|case|coalesce|greatest|least|nullif|values)\b", re.IGNORECASE)
 
 
 def common_type(a: str | None, b: str | None, op: str = "UNION") -> str | None:
@@ -153,9 +146,13 @@ def common_type(a: str | None, b: str | None, op: str = "UNION") -> str | None:
     return None
 
 
-def _common_of(types) -> str | None:
-    # a FROM subquery's set operation column, from its branches' types in any order (the
-    # mismatches are raised where the set operation itself is typed)
+def common_of(types) -> str | None:
+    """A FROM subquery's set operation column's type, from its branches' ``types`` in any
+    order (the mismatches are raised where the set operation itself is typed).
+
+    >>> common_of(["integer", UNKNOWN, "real"]), common_of([UNKNOWN]), common_of(["text", "integer"])
+    ('real', 'text', None)
+    """
     known = {t for t in types if t != UNKNOWN}
     if not known:
         return "text"
@@ -168,52 +165,29 @@ def _common_of(types) -> str | None:
     return out
 
 
-def setop_literal_rules(text: str, relations: Relations | Callable[[], Relations] = ()) -> str:
-    """``text`` (a translated, bound query) with each bare string literal of a set operation's
-    branch cast to its column's type as PostgreSQL resolves it, and each beside values of a
-    known type checked as that type, given the relations it reads (module docstring);
-    ``relations`` may be a function giving them, called only for a text holding a set
-    operation or a string literal in a construct that types it.
-
-    >>> rels = (("people", (("age", "integer"), ("name", "text"))),)
-    >>> setop_literal_rules("SELECT age FROM people UNION SELECT '5'", rels)
-    "SELECT age FROM people UNION SELECT '5'::integer"
-    >>> setop_literal_rules("SELECT name FROM people UNION SELECT 'x'", rels)
-    "SELECT name FROM people UNION SELECT 'x'"
-    >>> setop_literal_rules("SELECT age FROM people UNION SELECT 'x'", rels)
-    Traceback (most recent call last):
-    ...
-    colmz.sql.SQLError: invalid input syntax for type integer: "x"
-    >>> setop_literal_rules("SELECT name FROM people WHERE false AND age = '30.5'", rels)
-    Traceback (most recent call last):
-    ...
-    colmz.sql.SQLError: invalid input syntax for type integer: "30.5"
-    """
-    if _SETOP.search(text) is None and ("'" not in text or _BESIDE.search(text) is None):
-        return text
-    return _rewrite(text, relations() if callable(relations) else relations)
+def setop_wanted(text: str) -> bool:
+    """Whether :func:`setop_edits` may have anything to do over ``text``: a set operation, or
+    a string literal in a construct that types it (a superset; the tree decides)."""
+    return SETOP.search(text) is not None or "'" in text and BESIDE.search(text) is not None
 
 
-@functools.lru_cache(maxsize=512)
-def _rewrite(text: str, relations: Relations) -> str:
-    try:
-        queries = parse_tree(text)
-    except SQLError:  # not a query the tree reads (a refusal is translate's, or DuckDB's)
-        return text
-    setops = [d for q in queries for d in all_queries(q) if d.type == "SET_OPERATION_NODE"]
-    peers = [group for q in queries for d in all_queries(q) for group in _peer_groups(d)
+def setop_edits(t: TypedText) -> list[tuple[int, int, str]]:
+    """The edits of the rule (module docstring) over ``t``: each literal a set operation
+    coerces, cast to its column's type (each literal beside values of a known type checked
+    as that type, raising PostgreSQL's error)."""
+    queries = [d for q in t.queries for d in all_queries(q)]
+    setops = [d for d in queries if d.type == "SET_OPERATION_NODE"]
+    peers = [group for d in queries for group in _peer_groups(d)
              if any(untyped_literal(e) and e.literal.kind == "STRING" for e in group)]
     if not setops and not peers:
-        return text
-    resolver = _Resolver(text, {name: dict(cols) for name, cols in relations})
-    for q in queries:
-        resolver.query(q, [], {})
+        return []
+    typer = PgTyper(t.text, t.pg, t.resolved)
     for group in peers:
-        _check_beside(group, resolver.rules)
+        _check_beside(group, typer)
     edits: dict[tuple[int, int], str] = {}
     for q in setops:
-        _columns(q, resolver, edits)
-    return splice(text, sorted((a, b, new) for (a, b), new in edits.items()))
+        _columns(q, typer, t.columns, edits)
+    return sorted((a, b, new) for (a, b), new in edits.items())
 
 
 def _peer_groups(q: Query):
@@ -233,7 +207,7 @@ def _peer_groups(q: Query):
         yield from zip(*t.rows)
 
 
-def _check_beside(group, typer: _PgTyper) -> None:
+def _check_beside(group, typer: PgTyper) -> None:
     # PostgreSQL reads a bare string literal among values of a known type as that type when
     # it plans the query: bad text raises there, even over no rows (DuckDB casts it per row
     # and may never reach it). The literal is checked as translate reads the cast written out
@@ -255,16 +229,15 @@ def _check_beside(group, typer: _PgTyper) -> None:
 _Columns = list[tuple[str | None, tuple[Expression, ...], bool]] | None
 
 
-def _columns(q: Query, resolver: _Resolver, edits: dict) -> _Columns:
+def _columns(q: Query, typer: PgTyper, columns: dict, edits: dict) -> _Columns:
     # the columns of ``q`` as PostgreSQL types them, the literals its set operations coerce
-    # written into ``edits``
+    # written into ``edits`` (``columns``: each query's output columns' types, by its id)
     if q.type != "SET_OPERATION_NODE":
-        return _leaf(q, resolver)
-    typer = resolver.rules
+        return _leaf(q, typer, columns)
     op = q.setop or "UNION"
-    out = _columns(q.children[0], resolver, edits)
+    out = _columns(q.children[0], typer, columns, edits)
     for child in q.children[1:]:
-        right = _columns(child, resolver, edits)
+        right = _columns(child, typer, columns, edits)
         if out is None or right is None or len(out) != len(right):
             # (a column count differing is PostgreSQL's error and DuckDB's)
             for cols in (out, right):
@@ -294,16 +267,15 @@ def _columns(q: Query, resolver: _Resolver, edits: dict) -> _Columns:
     return out
 
 
-def _leaf(q: Query, resolver: _Resolver) -> _Columns:
+def _leaf(q: Query, typer: PgTyper, columns: dict) -> _Columns:
     # a leaf branch's columns: a bare string literal (or NULL) is unknown, and coerced by the
     # set operation -- unless the leaf sorts, groups or deduplicates it, which makes it text;
     # a star's columns as the resolver expanded them (None: not known)
     if q.type != "SELECT_NODE":
         return None
     if any(n.cls in ("STAR", "COLUMNS") for e in q.items for n in e.walk()):
-        got = resolver.columns.get(id(q))
+        got = columns.get(id(q))
         return None if got is None else [("text" if t == UNKNOWN else t, (), False) for _, t in got]
-    typer = resolver.rules
     shaped = bool(q.group_by) or any(m.type in ("DISTINCT_MODIFIER", "ORDER_MODIFIER") for m in q.modifiers)
     out = []
     for e in q.items:
@@ -332,29 +304,14 @@ def _cast(literal: str, type_name: str) -> str:
     return translate(f"SELECT {literal}::{_SPELLING.get(type_name, type_name)}")[len("SELECT "):]
 
 
-class _Resolver(Resolver):
-    # the typing pass's name resolution with PostgreSQL's types for kinds
-    def __init__(self, text: str, rels: dict[str, dict[str, str | None]]) -> None:
-        super().__init__(text, rels, {}, check_names=False)
-        self.rules = _PgTyper(text, self.out)
-        #: each query's output columns as resolved (by the query's id)
-        self.columns: dict[int, list[tuple[str, str | None]]] = {}
+class PgTyper(Typer):
+    """PostgreSQL's type of an expression node (module docstring), None when not known:
+    ``resolved`` holds the resolved references' types, ``coarse`` their kinds of
+    :class:`colmz.sql.typing_pass.Typer` (by span), which types the nodes typed only there."""
 
-    combined = staticmethod(_common_of)
-
-    def query(self, q: Query, outer, ctes, named: bool = True) -> list[tuple[str, str | None]] | None:
-        got = super().query(q, outer, ctes, named)
-        if got is not None:
-            self.columns.setdefault(id(q), got)
-        return got
-
-
-class _PgTyper(Typer):
-    # PostgreSQL's type of an expression node (module docstring), None when not known
-    def __init__(self, text: str, resolved: dict[tuple[int, int], str]) -> None:
+    def __init__(self, text: str, resolved, coarse) -> None:
         super().__init__(text, resolved, {})
-        #: the typing pass's kinds of the nodes typed only there (a column by its type's kind)
-        self.coarse = Typer(text, _CoarseView(resolved), {})
+        self.coarse = Typer(text, coarse, {})
 
     def kind(self, e: Expression, pg: bool = False) -> str | None:
         if untyped_literal(e):
@@ -414,18 +371,3 @@ class _PgTyper(Typer):
             except SQLError:
                 return None
         return "text" if out == UNKNOWN else out
-
-
-class _CoarseView:
-    # the resolved references' coarse kinds, read as the typing pass reads its resolved map
-    def __init__(self, exact: dict[tuple[int, int], str]) -> None:
-        self.exact = exact
-
-    def get(self, span: tuple[int, int], default: str | None = None) -> str | None:
-        t = self.exact.get(span)
-        return default if t is None else _COARSE.get(t, "other")
-
-
-#: Each type's coarse kind (:mod:`colmz.sql.typing_pass`), for the nodes typed there.
-_COARSE = {**dict.fromkeys(("smallint", "integer", "bigint", "numeric"), "exact"), "real": "real",
-           "double precision": "double", "text": "text", "boolean": "bool", "jsonb": "jsonb", "json": "json"}

@@ -50,8 +50,9 @@ is guessed (a node not typed is ``None``, which every rule leaves as DuckDB comp
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass, field
 
-from colmz.sql.build import RESERVED_PREFIX, splice
+from colmz.sql.build import RESERVED_PREFIX
 from colmz.sql.errors import SQLError, UnsupportedSQL
 from colmz.sql.jsonb import visibly_jsonb
 from colmz.sql.tokens import cte_columns_of, cte_definitions
@@ -66,12 +67,12 @@ from colmz.sql.transforms import (
     is_array,
     table_refs,
 )
-from colmz.sql.tree import Expression, Query, parse_tree
+from colmz.sql.tree import Expression, Query
 
 __all__ = [
-    "DOUBLE_CALLS", "FLOAT_DIV", "SAME_TYPE_CALLS", "TYPE_TABLE", "Resolver", "Typer", "array_columns", "branch_items",
-    "case_results", "common_kind", "cte_list_names", "derived_names", "first_branch", "numeric_cast", "output_name",
-    "query_expressions", "ResolvedRules", "rewrite_resolved",
+    "ArrayTyper", "DOUBLE_CALLS", "FLOAT_DIV", "SAME_TYPE_CALLS", "TYPE_TABLE", "Resolver", "Typer", "array_columns", "branch_items",
+    "case_results", "common_array", "common_kind", "cte_list_names", "derived_names", "first_branch", "numeric_cast", "output_name",
+    "query_expressions", "ResolvedRules", "TypedText", "outermost_edits",
     "type_kind", "untyped_literal", "window_arguments",
 ]
 
@@ -213,6 +214,21 @@ class Resolver:
         self.items: dict[tuple[int, int], Columns] = {}
         self.rules = Typer(text, self.out, typed)
         self.hidden: dict[str, int] = {}
+        #: with ``defer``, the first error of PostgreSQL's (an output name, a recursive CTE's
+        #: type) is kept here rather than raised, the resolution carried on as without checks
+        self.error: SQLError | None = None
+        self.defer = False
+
+    def fail(self, error: SQLError) -> None:
+        # raise ``error`` (a check of PostgreSQL's failed), or keep the first one (``defer``)
+        if not self.defer:
+            raise error
+        if self.error is None:
+            self.error = error
+
+    def numbers(self, kind):
+        # the float kind of a column's ``kind`` (what a recursive CTE's check compares)
+        return kind
 
     def query(self, q: Query, outer: list[Scope], ctes: dict[str, Columns],
               named: bool = True) -> list[tuple[str, str | None]] | None:
@@ -295,12 +311,12 @@ class Resolver:
                 return
             if any(qual == name or name in cols for qual, cols in entries):
                 if i > len(scopes) - depth:
-                    raise UnsupportedSQL(
+                    self.fail(UnsupportedSQL(
                         f'a reference to the column "{name}" of an enclosing query from a query naming an output '
-                        f'column "{name}" is not supported by colmz (DuckDB reads the output name)')
+                        f'column "{name}" is not supported by colmz (DuckDB reads the output name)'))
                 return
         written = n.name[0] if self.rules.text[n.start:n.start + 1] == '"' else name
-        raise SQLError(f'column "{written}" does not exist')
+        self.fail(SQLError(f'column "{written}" does not exist'))
 
     def column_list(self, name: str, sub: Query) -> tuple[str, ...] | None:
         # the column list (``()``: none) of the CTE ``name`` whose body is ``sub``: the
@@ -335,11 +351,12 @@ class Resolver:
         self.expressions(sub, [[("", None)], *outer], ctes)
         if seed is not None and rest is not None and len(rest) == len(seed):
             for i, ((_, a), (_, b)) in enumerate(zip(seed, rest)):
+                a, b = self.numbers(a), self.numbers(b)
                 common = common_kind({a, b})
                 if a is not None and b is not None and common not in (None, a):
-                    raise UnsupportedSQL(
+                    self.fail(UnsupportedSQL(
                         f'recursive query "{name}" column {i + 1} has type {_PG_NAMES[a]} in non-recursive '
-                        f"term but type {_PG_NAMES[common]} overall (an error in PostgreSQL)")
+                        f"term but type {_PG_NAMES[common]} overall (an error in PostgreSQL)"))
         return ctes[name]
 
     def expressions(self, q: Query, scopes: list[Scope], ctes: dict[str, Columns],
@@ -429,43 +446,74 @@ def _lookup(name: tuple[str, ...], scopes: list[Scope], aliases: frozenset[str],
     return None
 
 
+@dataclass
+class TypedText:
+    """A text's tree with its column references resolved once, as every rule that hangs on a
+    column's type reads it (:mod:`colmz.sql.column_rules` builds it): ``resolved`` each
+    resolved reference's kind (by its span: a float kind, a string kind, ``"interval"``,
+    ``"array"``, ``"other"``), ``pg`` its PostgreSQL type name, ``arrays`` its array kind
+    (``"array"``, ``"null"``), ``items`` each FROM item's columns' kinds, ``columns`` each
+    query's output columns' PostgreSQL types (by the query's id); ``typed``, ``defs`` and
+    ``kinds`` type a reference by its name alone (:class:`Typer`); ``checked``: the names were
+    checked as PostgreSQL reads them (the float rules read the resolved kinds only then),
+    ``error`` the first such check's error (:meth:`Resolver.fail`)."""
+
+    text: str
+    queries: tuple[Query, ...]
+    resolved: dict[tuple[int, int], str]
+    pg: dict[tuple[int, int], str] = field(default_factory=dict)
+    arrays: dict[tuple[int, int], str] = field(default_factory=dict)
+    items: dict[tuple[int, int], Columns] = field(default_factory=dict)
+    columns: dict[int, list[tuple[str, str | None]]] = field(default_factory=dict)
+    typed: dict[str, str] = field(default_factory=dict)
+    defs: dict[str, list[Expression | None]] = field(default_factory=dict)
+    kinds: dict[str, set[str]] = field(default_factory=dict)
+    checked: bool = False
+    error: SQLError | None = None
+
+
 class ResolvedRules:
-    """The rules of one pass :func:`rewrite_resolved` runs over a text: ``resolved`` the kinds
-    of its resolved column references (by span); :meth:`find` adds ``(start, end, new)`` to
-    ``edits`` for each node it rewrites."""
+    """Rules over one text's nodes that rewrite the outermost node each matches
+    (:func:`outermost_edits`): ``resolved`` the kinds of its resolved column references (by
+    span); :meth:`find` adds ``(start, end, new)`` to ``edits`` for each outermost node
+    :meth:`rule` rewrites (a subquery's own query is read on its own)."""
 
     def __init__(self, text: str, resolved: dict[tuple[int, int], str]) -> None:
         self.text = text
         self.resolved = resolved
         self.edits: list[tuple[int, int, str]] = []
 
-    def find(self, e: Expression) -> None:
+    def rule(self, e: Expression) -> str | None:
         raise NotImplementedError
 
+    def kids(self, e: Expression) -> list[Expression]:
+        # the nodes below ``e`` the rules read
+        return [k for k in e.children if k.start >= 0]
 
-def rewrite_resolved(text: str, relations, rules) -> str:
-    """``text`` with the edits of a rule pass over its tree: every column reference resolved
-    (:class:`Resolver`, ``relations`` as ``(name, ((column, kind), ...))`` pairs), then
-    ``rules(text, resolved)`` -- a :class:`ResolvedRules` -- run on every expression root of every query; an edit inside another's
-    span is left out (the outer one rewrote it). A text the tree does not read is returned
-    as it is (translate's or DuckDB's to refuse).
+    def find(self, e: Expression) -> None:
+        new = self.rule(e)
+        if new is not None:
+            self.edits.append((e.start, e.end, new))
+            return
+        for k in self.kids(e):
+            if k.subquery is None:
+                self.find(k)
 
+
+def outermost_edits(queries, found: ResolvedRules) -> list[tuple[int, int, str]]:
+    """The edits of ``found`` (a :class:`ResolvedRules`) run on every expression root of every
+    query of ``queries`` (the tree of its text), in the text's order; an edit inside another's
+    span is left out (the outer one rewrote it).
+
+    >>> from colmz.sql.tree import parse_tree
     >>> class Upper(ResolvedRules):
-    ...     def find(self, e):
-    ...         if self.resolved.get((e.start, e.end)) == "x":  # (b's kind is not known)
-    ...             self.edits.append((e.start, e.end, self.text[e.start:e.end].upper()))
+    ...     def rule(self, e):
+    ...         if self.resolved.get((e.start, e.end)) == "x":
+    ...             return self.text[e.start:e.end].upper()
     >>> text = "SELECT a, b FROM t"
-    >>> rewrite_resolved(text, (("t", (("a", "x"), ("b", None))),), Upper)
-    'SELECT A, b FROM t'
+    >>> outermost_edits(parse_tree(text), Upper(text, {(7, 8): "x"}))
+    [(7, 8, 'A')]
     """
-    try:
-        queries = parse_tree(text)
-    except SQLError:
-        return text
-    resolver = Resolver(text, {name: dict(cols) for name, cols in relations}, {}, check_names=False)
-    for q in queries:
-        resolver.query(q, [], {})
-    found = rules(text, resolver.out)
     for q in queries:
         for d in all_queries(q):
             for root in query_expressions(d):
@@ -475,7 +523,7 @@ def rewrite_resolved(text: str, relations, rules) -> str:
         if a >= end:  # (one inside another's span: a subquery's, left as it was)
             edits.append((a, b, new))
             end = b
-    return splice(text, edits)
+    return edits
 
 
 def query_expressions(q: Query):
@@ -692,9 +740,21 @@ def array_columns(stmts, text: str, relations=()) -> frozenset[tuple[int, int]]:
     return frozenset(out)
 
 
-class _ArrayTyper(Typer):
-    # the kinds array_columns reads: "array" (visibly one, or a reference resolved to one),
-    # "null" (a NULL literal, which takes an array's type beside arrays), else None
+def common_array(kinds: set[str | None]) -> str | None:
+    """The array kind of a column holding values of ``kinds`` (:class:`ArrayTyper`'s): an
+    array where every value is one or a NULL.
+
+    >>> common_array({"array", "null"}), common_array({"array", None})
+    ('array', None)
+    """
+    return "array" if kinds - {"null"} == {"array"} else None
+
+
+class ArrayTyper(Typer):
+    """The kinds :func:`array_columns` (and :mod:`colmz.sql.arraycols`) read: ``"array"``
+    (visibly one, or a reference resolved to one), ``"null"`` (a NULL literal, which takes an
+    array's type beside arrays), else None."""
+
     def kind(self, e: Expression, pg: bool = False) -> str | None:
         if is_array(e) or (e.cls == "COLUMN_REF" and self.resolved.get((e.start, e.end)) == "array"):
             return "array"
@@ -705,10 +765,10 @@ class _ArrayResolver(Resolver):
     # Resolver over the array kinds (relations named as the text writes them, qualified too)
     def __init__(self, *args, **kwargs) -> None:
         super().__init__(*args, **kwargs)
-        self.rules = _ArrayTyper(self.rules.text, self.out, {})
+        self.rules = ArrayTyper(self.rules.text, self.out, {})
 
     def relation(self, name: tuple[str, ...]) -> Columns:
         return self.rels.get(".".join(name).lower())
 
-    def combined(self, kinds: set[str | None]) -> str | None:
-        return "array" if kinds - {"null"} == {"array"} else None
+    combined = staticmethod(common_array)
+

@@ -20,7 +20,8 @@ from hypothesis import strategies as st  # noqa: E402
 from sql_oracle import require, views_equal_postgres  # noqa: E402
 
 from colmz.sql import SQLError, UnsupportedSQL  # noqa: E402
-from colmz.sql.setop_types import UNKNOWN, common_type, setop_literal_rules  # noqa: E402
+from colmz.sql.column_rules import column_type_rules  # noqa: E402
+from colmz.sql.setop_types import UNKNOWN, common_type  # noqa: E402
 
 require("psycopg", "the PostgreSQL oracle needs psycopg")
 
@@ -38,7 +39,13 @@ def outcome(both, sql: str) -> tuple[str, str]:
 
 # ----------------------------------------------------------------------------- the rule alone
 
-PEOPLE = (("people", (("age", "integer"), ("name", "text"), ("score", "double precision"), ("c", None))),)
+PEOPLE = (("people", (("age", "exact", "integer"), ("name", "text", "text"), ("score", "double", "double precision"),
+                      ("c", "other", None))),)
+
+
+def setop_literal_rules(sql, relations):
+    # the set operations' rule alone (colmz.sql.column_rules)
+    return column_type_rules(sql, relations, ("setop",))
 
 
 def test_common_type_is_postgresqls():
