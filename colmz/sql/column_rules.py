@@ -43,7 +43,6 @@ not applied.
 from __future__ import annotations
 
 import functools
-import re
 
 from colmz.sql.arraycols import array_edits
 from colmz.sql.build import splice
