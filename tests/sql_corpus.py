@@ -2330,7 +2330,8 @@ QUERIES = [
     ('wrongc_float_to_int_rounds_even', 'SELECT 2.5::float8::int AS a, 3.5::float8::int AS b, (-2.5)::float8::bigint AS c, '
                                         '2.5::real::int AS d, sqrt(6.25::float8)::int AS e, (score * 1.0)::int AS g '
                                         'FROM people WHERE id = 5'),
-    ('wrongc_subquery_numeric_to_int', 'SELECT a::int AS a FROM (SELECT id / 2.0 AS a FROM people) s ORDER BY 1'),
+    ('wrongc_subquery_numeric_to_int', 'SELECT a::int AS a FROM (SELECT id / 3.0 AS a FROM people) s ORDER BY 1'),
+    ('wrongc_subquery_numeric_tie_to_int', 'SELECT a::int AS a FROM (SELECT id / 2.0 AS a FROM people) s ORDER BY 1'),
     ('wrongc_jsonb_number_to_int', "SELECT '2.5'::jsonb::int AS a, '-2.5'::jsonb::int AS b, '2.5'::jsonb::bigint AS c, "
                                    "'2.5'::jsonb::smallint AS d, '1.5e3'::jsonb::int AS e, ('{\"a\": 0.5}'::jsonb->'a')::int AS g"),
     ('wrongc_jsonb_column_to_int', "SELECT id, j::int AS a FROM jnums WHERE id IN (1, 2, 3, 11, 12) ORDER BY id"),

@@ -1457,9 +1457,6 @@ def _mixed_scales(x: Expression, text: str) -> bool:
 
 
 def _mixed_scale_text(c: Call) -> str | None:
-    x, t = c.node.children
-    if _type_text(t, c.text).split("(")[0].strip() not in _TEXT_WORDS:
-        return None
     raise UnsupportedSQL("the text of a choice (least, greatest, coalesce, nullif, CASE) among numeric "
                          "values of different scales is not supported by colmz (PostgreSQL prints the "
                          "chosen value's own scale, DuckDB's DECIMAL the widest): cast the values to "
@@ -2860,7 +2857,8 @@ def _numeric_entry(e: Expression, w: _Walk) -> Rule | None:
         return _numeric_typmod_cast
     if _is_cast(e, w.text) and _NUMERIC_TYPMOD.fullmatch(_type_text(e.children[1], w.text)):
         return lambda c: _cast_checked(e.children[0], c, "numeric", None)  # (a boolean raises)
-    return _mixed_scale_text if len(e.children) == 2 and _mixed_scales(e.children[0], w.text) else None
+    return _mixed_scale_text if len(e.children) == 2 and _mixed_scales(e.children[0], w.text) and _type_text(
+        e.children[1], w.text).split("(")[0].strip() in _TEXT_WORDS else None  # (another cast: its own rule)
 
 
 # (NULL and a string literal read as reals, as in PostgreSQL; the real cast triggers it)
