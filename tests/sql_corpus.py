@@ -2364,4 +2364,43 @@ QUERIES = [
     ('wrongt_fail_date_compare_out_of_range', "SELECT id FROM people WHERE joined = '2024-02-30'"),
     ('wrongt_fail_timestamp_out_of_range', "SELECT TIMESTAMP '2023-02-29 10:00:00' AS a"),
     ('wrongt_any_of_string_literal', "SELECT id FROM people WHERE age = ANY ('{25,30}') ORDER BY id"),
+    # casts whose rounding, checks or text PostgreSQL has its own way (numeric to an integer
+    # rounds half away from zero, a double to even; jsonb numbers; booleans; time input)
+    ('wrongc_numeric_to_int_rounds_away', 'SELECT id, (score::numeric)::int AS a, (score::numeric)::bigint AS b, '
+                                          '(score::numeric)::smallint AS c, score::int AS d FROM people ORDER BY id'),
+    ('wrongc_numeric_computed_to_int', 'SELECT id, (age / 2.0)::int AS a, (id * 2.5)::int AS b, '
+                                       'extract(second FROM TIMESTAMP \'2024-01-01 10:11:12.5\')::int AS c FROM people ORDER BY id'),
+    ('wrongc_mean_to_int', 'SELECT avg(x)::int AS a, avg(x::float8)::int AS b, avg(x::float8 / 2)::int AS c '
+                           'FROM (VALUES (2), (3)) v(x)'),
+    ('wrongc_float_to_int_rounds_even', 'SELECT 2.5::float8::int AS a, 3.5::float8::int AS b, (-2.5)::float8::bigint AS c, '
+                                        '2.5::real::int AS d, sqrt(6.25::float8)::int AS e, (score * 1.0)::int AS g '
+                                        'FROM people WHERE id = 5'),
+    ('wrongc_subquery_numeric_to_int', 'SELECT a::int AS a FROM (SELECT id / 3.0 AS a FROM people) s ORDER BY 1'),
+    ('wrongc_subquery_numeric_tie_to_int', 'SELECT a::int AS a FROM (SELECT id / 2.0 AS a FROM people) s ORDER BY 1'),
+    ('wrongc_jsonb_number_to_int', "SELECT '2.5'::jsonb::int AS a, '-2.5'::jsonb::int AS b, '2.5'::jsonb::bigint AS c, "
+                                   "'2.5'::jsonb::smallint AS d, '1.5e3'::jsonb::int AS e, ('{\"a\": 0.5}'::jsonb->'a')::int AS g"),
+    ('wrongc_jsonb_column_to_int', "SELECT id, j::int AS a FROM jnums WHERE id IN (1, 2, 3, 11, 12) ORDER BY id"),
+    ('wrongc_jsonb_to_boolean', "SELECT 'true'::jsonb::boolean AS a, ('{\"a\": false}'::jsonb->'a')::boolean AS b, "
+                                "j::boolean AS c FROM jnums WHERE id = 14"),
+    ('wrongc_varchar_n_of_float', "SELECT 'nan'::float8::varchar(5) AS a, '-inf'::float8::varchar(4) AS b, "
+                                  "0.1::float8::varchar(10) AS c, '1.5'::real::varchar AS d, 1e20::float8::varchar(3) AS e"),
+    ('wrongc_varchar_n_of_float_column', 'SELECT f::varchar(4) AS a, f::text AS b, r::varchar(3) AS c FROM reals ORDER BY k'),
+    ('wrongc_time_input', "SELECT '2024-01-01 12:00'::time AS a, '12:00'::time AS b, '12:00:01.5'::time AS c"),
+    ('wrongc_extract_quoted_dec', "SELECT extract('dec' FROM DATE '2024-01-01') AS a, extract(decade FROM DATE '2024-01-01') AS b"),
+    ('wrongc_fail_boolean_to_float8', 'SELECT true::float8 AS a'),
+    ('wrongc_fail_boolean_to_real', 'SELECT false::real AS a'),
+    ('wrongc_fail_boolean_to_numeric', 'SELECT true::numeric AS a'),
+    ('wrongc_fail_boolean_to_numeric_typmod', 'SELECT (age > 30)::numeric(5,1) AS a FROM people'),
+    ('wrongc_fail_boolean_column_to_float8', 'SELECT (age > 30)::float8 AS a FROM people'),
+    ('wrongc_fail_jsonb_number_to_boolean', "SELECT '1'::jsonb::boolean AS a"),
+    ('wrongc_fail_jsonb_null_to_boolean', "SELECT ('{\"a\": null}'::jsonb->'a')::boolean AS a"),
+    ('wrongc_fail_jsonb_string_to_boolean', "SELECT '\"true\"'::jsonb::boolean AS a"),
+    ('wrongc_fail_jsonb_column_to_boolean', 'SELECT j::boolean AS a FROM jnums WHERE id = 1'),
+    ('wrongc_fail_jsonb_past_int', "SELECT '1e30'::jsonb::int AS a"),
+    ('wrongc_fail_jsonb_past_smallint', "SELECT '-32768.5'::jsonb::smallint AS a"),
+    ('wrongc_fail_jsonb_past_real', "SELECT '1e39'::jsonb::real AS a"),
+    ('wrongc_fail_date_as_time', "SELECT '2024-01-01'::time AS a"),
+    ('wrongc_fail_date_as_timetz', "SELECT '2024-01-01'::timetz AS a"),
+    ('wrongc_fail_date_text_as_time', "SELECT CAST(joined::text AS time) AS a FROM people"),
+    ('wrongc_fail_extract_dec', "SELECT extract(dec FROM DATE '2024-01-01') AS a"),
 ]

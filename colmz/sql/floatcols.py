@@ -106,7 +106,7 @@ from colmz.sql.transforms import (
     products_only,
     table_refs,
 )
-from colmz.sql.translate import FLOAT8_TEXT, NUMERIC_TEXT, SUM_ARGUMENT
+from colmz.sql.translate import FLOAT8_TEXT, NUMERIC_ROUND, NUMERIC_TEXT, SUM_ARGUMENT
 from colmz.sql.tree import Expression, Query
 from colmz.sql.typing_pass import (
     DOUBLE_CALLS,
@@ -390,12 +390,14 @@ class _Rules(Typer):
                                      "in single precision, DuckDB in double): cast the argument to float8")
             if arg is not None and not self.windows and self.kind(arg, pg=True) == "double":
                 return self.accumulated(e, wrapped, texts)
-        if e.cls == "FUNCTION" and e.name == (NUMERIC_TEXT,) and len(e.children) == 1 \
+        if e.cls == "FUNCTION" and e.name in ((NUMERIC_TEXT,), (NUMERIC_ROUND,)) and e.children \
                 and e.children[0].start >= 0 and self.kind(e.children[0], pg=True) == "double":
-            # translate's text of what may be a numeric computed as a double (refused when it
-            # is one): a double here by PostgreSQL's operators (a float with a numeric is
-            # float8, ``(1::float8 / 3.0)::text`` is 0.3333333333333333), printed as one
-            return f"{FLOAT8_TEXT}({self.child_text(e.children[0], texts)})"
+            # translate's text (integer) of what may be a numeric computed as a double (refused
+            # when it is one; rounded half away from zero): a double here by PostgreSQL's
+            # operators (a float with a numeric is float8, ``(1::float8 / 3.0)::text`` is
+            # 0.3333333333333333), printed (rounded to even) as one
+            x = self.child_text(e.children[0], texts)
+            return f"{FLOAT8_TEXT}({x})" if e.name == (NUMERIC_TEXT,) else x
         if numeric_cast(e, self.text):
             x = e.children[0]
             k = self.kind(x)

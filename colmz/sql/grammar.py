@@ -109,6 +109,8 @@ _EXTRACT_KEYWORDS = {**{w + "S": w for w in ("YEAR", "MONTH", "DAY", "HOUR", "MI
                      "MILLISECOND": "MILLISECONDS", "MICROSECOND": "MICROSECONDS", "CENTURIES": "CENTURY",
                      "MILLENNIA": "MILLENNIUM"}
 
+_EXTRACT_UNITS = frozenset(_EXTRACT_KEYWORDS) | frozenset(_EXTRACT_KEYWORDS.values())
+
 #: DuckDB's keywords by category (``duckdb_keywords()``), loaded once.
 _KEYWORDS: dict[str, str] = {}
 _KINDS: dict = {}
@@ -1181,8 +1183,8 @@ class _Reader:
         i = self.i
         self.i += 2
         f = self.i
-        if self.K[f] not in "ik" or self.T[f][0] == '"':
-            raise _GIVE_UP
+        if self.K[f] not in "ik" or self.T[f][0] == '"' or (self.K[f] == "k" and self.U[f] not in _EXTRACT_UNITS):
+            raise _GIVE_UP  # (another keyword, DEC: DuckDB's tree holds it in lower case)
         self.i += 1
         word = _EXTRACT_KEYWORDS.get(self.U[f], self.U[f]) if self.K[f] == "k" else self.T[f]
         field = _const("STRING", word, self.S[f], self.E[f])

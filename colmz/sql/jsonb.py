@@ -41,7 +41,9 @@ from __future__ import annotations
 
 import decimal
 import json
+import math
 import re
+import struct
 
 from colmz.sql.build import RESERVED_PREFIX
 from colmz.sql.errors import SQLError, UnsupportedSQL
@@ -64,6 +66,7 @@ __all__ = [
     "TEXT_CALLS",
     "TEXT_TYPE",
     "arrow_entry",
+    "float_out_of_range",
     "initcap",
     "jsonb_contains",
     "jsonb_dump",
@@ -226,18 +229,48 @@ _TYPE_NAMES = {dict: "object", list: "array", str: "string", type(None): "null",
 
 def jsonb_scalar(doc: str, target: str) -> str:
     """``doc`` itself when PostgreSQL casts its jsonb value to ``target`` (a number to a
-    numeric type, a boolean to ``boolean``); PostgreSQL's error otherwise.
+    numeric type, a boolean to ``boolean``) -- a number cast to an integer type rounded half
+    away from zero, as PostgreSQL's numeric is; PostgreSQL's error otherwise (another kind of
+    value, a number past the type's range).
 
-    >>> jsonb_scalar('1.50', 'integer')
-    '1.50'
+    >>> jsonb_scalar('1.50', 'numeric'), jsonb_scalar('-2.5', 'integer')
+    ('1.50', '-3')
     >>> jsonb_scalar('null', 'double precision')
     Traceback (most recent call last):
     colmz.sql.SQLError: cannot cast jsonb null to type double precision
     """
-    kind = jsonb_typeof(doc)
+    v = jsonb_load(doc)
+    kind = _TYPE_NAMES.get(type(v), "number")
     if kind != ("boolean" if target == "boolean" else "number"):
-        raise SQLError(f"cannot cast jsonb {kind} to type {target}")
+        raise SQLError(f"cannot cast jsonb {'numeric' if kind == 'number' else kind} to type {target}")
+    if target in _INT_BITS:
+        n = int(v.to_integral_value(decimal.ROUND_HALF_UP))  # (ties away from zero)
+        if not -(2 ** _INT_BITS[target]) <= n < 2 ** _INT_BITS[target]:
+            raise SQLError(f"{target} out of range")
+        return str(n)
+    if target in ("real", "double precision") and v.is_finite() and float_out_of_range(v, target):
+        raise SQLError(f'"{v:f}" is out of range for type {target}')  # (numeric_out's digits)
     return doc
+
+
+_INT_BITS = {"smallint": 15, "integer": 31, "bigint": 63}
+
+
+def float_out_of_range(v: decimal.Decimal, name: str) -> bool:
+    """Whether ``v`` read as a ``name`` (``"real"`` or ``"double precision"``) rounds to an
+    infinity (3.4028235e38 is the largest real, as strtof rounds it) or, nonzero, to zero:
+    PostgreSQL's float input raises there.
+
+    >>> [float_out_of_range(decimal.Decimal(x), "real") for x in ("3.4028235e38", "1e39", "1e-50", "0")]
+    [False, True, True, False]
+    """
+    d = float(v)
+    if name == "real":
+        try:
+            d = struct.unpack("f", struct.pack("f", d))[0]
+        except OverflowError:
+            return True
+    return math.isinf(d) or (v != 0 and d == 0)
 
 
 def _step(v, key: str):

@@ -232,7 +232,8 @@ _ERRORS = (
                 r"|cannot take logarithm of (?:zero|a negative number)|zero raised to a negative power is undefined"
                 r"|a negative number raised to a non-integer power yields a complex result"
                 r"|negative substring length not allowed|unit \"\w+\" not (?:supported|recognized) for type [\w ]+"
-                r"|cannot cast type [\w ]+ to [\w ]+|"
+                r"|cannot cast type [\w ]+ to [\w ]+|(?:smallint|integer|bigint) out of range"
+                r"|\"-?[\d.]+\" is out of range for type (?:real|double precision)|"
                 + pgfuncs.ERROR_MESSAGES + "|field position must not be zero)$"), SQLError,
      lambda m: m.group(1)),
     # DuckDB's own errors of PostgreSQL's meaning: PostgreSQL's words

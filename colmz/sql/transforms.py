@@ -139,9 +139,7 @@ import bisect
 import dataclasses
 import functools
 import itertools
-import math
 import re
-import struct
 from collections.abc import Callable, Iterator
 from decimal import Decimal
 
@@ -359,6 +357,9 @@ def _extract(c: Call) -> str | None:
     unit = c.arguments[0].literal
     if unit is None or unit.kind != "STRING":
         return None
+    written = _written(c.text, c.arguments[0])
+    if written.lower() in _KEYWORD_UNITS:  # a keyword, not an identifier, in PostgreSQL's grammar
+        raise SQLError(f'syntax error at or near "{written}"')
     u = unit.text.strip().lower().replace("'", "''")
     x = _unit_checked(c.args[1], u, "supported", "".join(
         t for t, units in (("d", _TIME_UNITS), ("t", _ZONE_UNITS), ("i", _NOT_INTERVAL_UNITS)) if u in units))
@@ -399,6 +400,9 @@ _TIME_UNITS = _SECOND_UNITS | _MILLI_UNITS | _ZONE_UNITS | frozenset({
 _NOT_INTERVAL_UNITS = _ZONE_UNITS | frozenset({"dow", "isodow", "doy", "week", "weeks", "w", "isoyear",
                                               "julian", "j"})
 _UNIT_SPELLINGS = {"qtr": "quarter", "j": "julian"}
+#: The units PostgreSQL's grammar does not take unquoted in extract's field: its keywords
+#: (other than year ... second) among the units DuckDB reads.
+_KEYWORD_UNITS = frozenset({"dec"})
 #: The units ``date_trunc`` has (others, ``dow`` or ``epoch``, raise in PostgreSQL; DuckDB
 #: truncates by them); a week only for a date or timestamp.
 _TRUNC_UNITS = (frozenset({"microsecond", "microseconds", "us", "usec", "usecs", "usecond", "useconds",
@@ -1381,6 +1385,8 @@ def _numeric_cast(c: Call) -> str:
     # exactly (its scale as written), NULL a typed NULL, anything else via NUMERIC_CAST.
     x = c.node.children[0]
     lit = x.literal
+    if lit is not None or _is_cast(x, c.text):
+        _cast_checked(x, c, "numeric", None)  # a boolean raises (PostgreSQL has no such cast)
     if lit is not None and lit.kind == "NULL_LITERAL":
         # the narrowest decimal: beside other values it takes their precision and scale
         # (coalesce(NULL::numeric, 100.005) keeps 100.005; a DECIMAL(38,0) would round it)
@@ -1459,9 +1465,6 @@ def _mixed_scales(x: Expression, text: str) -> bool:
 
 
 def _mixed_scale_text(c: Call) -> str | None:
-    x, t = c.node.children
-    if _type_text(t, c.text).split("(")[0].strip() not in _TEXT_WORDS:
-        return None
     raise UnsupportedSQL("the text of a choice (least, greatest, coalesce, nullif, CASE) among numeric "
                          "values of different scales is not supported by colmz (PostgreSQL prints the "
                          "chosen value's own scale, DuckDB's DECIMAL the widest): cast the values to "
@@ -1562,7 +1565,8 @@ _CAST_TYPES = (("b", "BOOLEAN", "boolean"), ("s", "SMALLINT", "smallint"), ("4",
 _CAST_LETTERS = {pg: k for k, _, pg in _CAST_TYPES}
 _NUMBER_AGGREGATES = frozenset({"count", "count_star", "sum", "avg"})
 #: The source types (:data:`_CAST_TYPES`' letters) PostgreSQL has no cast of to a target.
-_CAST_REFUSED = {"boolean": "slnfrdtzi", "smallint": "b", "bigint": "b", "jsonb": "bs4lnfrdtzi"}
+_CAST_REFUSED = {"boolean": "slnfrdtzi", "smallint": "b", "bigint": "b", "jsonb": "bs4lnfrdtzi", "numeric": "b",
+                 "double precision": "b", "real": "b"}
 #: The type of a literal of each kind (a string's or NULL's is the cast's: none here).
 _LITERAL_TYPES = {"INTEGER": "integer", "NUMERIC": "numeric", "BOOLEAN": "boolean"}
 
@@ -1593,6 +1597,10 @@ def _type_rule(e: Expression, w: _Walk) -> Rule | None:
             return _refuse_char
         if target in ("jsonb", "json"):
             return _json_cast
+        x = e.children[0]
+        if target in _TIME_NAMES and x.start >= 0 and (x.literal is not None and x.literal.kind == "STRING" or (
+                x.literal is None and _cast_type(x, text) in (None, *_TEXT_WORDS))):
+            return _time_cast  # (text, maybe: interval::time is pgfuncs')
         if target in _DATETIME_NAMES and (lit := e.children[0].literal) is not None and lit.kind == "STRING" \
                 and lit.text.lower() in ("inf", "-inf"):
             raise SQLError(f'invalid input syntax for type {_DATETIME_NAMES[target]}: "{lit.text}"')
@@ -1603,6 +1611,29 @@ def _type_rule(e: Expression, w: _Walk) -> Rule | None:
 #: 'infinity' and '-infinity', where DuckDB's also reads 'inf' and '-inf'.
 _DATETIME_NAMES = {"date": "date", "timestamp": "timestamp", "timestamp without time zone": "timestamp",
                    "timestamptz": "timestamp with time zone", "timestamp with time zone": "timestamp with time zone"}
+
+
+#: PostgreSQL's names of the time types by their spellings: their input needs a time of
+#: day (DuckDB reads a date alone as midnight).
+_TIME_NAMES = {"time": "time", "time without time zone": "time", "timetz": "time with time zone",
+               "time with time zone": "time with time zone"}
+_DATE_ONLY = r"\s*[0-9]+-[0-9]+-[0-9]+\s*"
+#: The macro checking text cast to a time type when it runs (:func:`_time_cast`).
+TIME_IN = RESERVED_PREFIX + "time_in"
+
+
+def _time_cast(c: Call) -> str | None:
+    # A date alone is not a time: PostgreSQL's error for a string literal here, for other
+    # text when it runs (TIME_IN around the operand; the cast itself stays as written).
+    x, t = c.node.children
+    name, lit = _TIME_NAMES[_type_text(t, c.text)], x.literal
+    if lit is not None and lit.kind == "STRING" and re.fullmatch(_DATE_ONLY, lit.text):
+        raise SQLError(f'invalid input syntax for type {name}: "{lit.text}"')
+    if lit is not None:
+        return None
+    w = c.text
+    return (w[c.node.start : x.start] + f"{TIME_IN}({c.text_of(x)}, '{name}')"
+            + w[x.end : t.start] + c.text_of(t) + w[t.end : c.node.end])
 
 
 # ----------------------------------------------------------------------------- more types
@@ -1651,29 +1682,17 @@ def _float_cast(c: Call) -> str | None:
             exact = Decimal(raw.strip())
         except ArithmeticError:
             exact = None  # DuckDB's cast rejects it as PostgreSQL does
-        if exact is not None and exact.is_finite() and _float_out_of_range(exact, name):
+        if exact is not None and exact.is_finite() and jsonb.float_out_of_range(exact, name):
             # past the type's range, or nonzero and rounding to zero (PostgreSQL's float
             # input, and its numeric-to-float cast, which prints the numeric)
             shown = raw if lit.kind == "STRING" else format(exact, "f")
             raise SQLError(f'"{shown}" is out of range for type {name}')
         return None
     if lit is not None or _cast_type(x, c.text) not in (None, *_TEXT_WORDS) or x.start < 0:
-        return None  # a number, or a value of a non-text cast
+        return _cast_checked(x, c, name, None) if x.start >= 0 else None  # a boolean raises
     w = c.text
     return (w[c.node.start : x.start] + f"{FLOAT_CAST_MACROS[name]}({c.text_of(x)})"
             + w[x.end : t.start] + c.text_of(t) + w[t.end : c.node.end])
-
-
-def _float_out_of_range(v: Decimal, name: str) -> bool:
-    # Whether ``v`` read as a ``name`` (real or double precision) rounds to an infinity
-    # (3.4028235e38 is the largest real, as strtof rounds it) or, nonzero, to zero.
-    d = float(v)
-    if name == "real":
-        try:
-            d = struct.unpack("f", struct.pack("f", d))[0]
-        except OverflowError:
-            return True
-    return math.isinf(d) or (v != 0 and d == 0)
 
 
 _TEXT_WORDS = frozenset(w for w, t in TYPE_SPELLINGS.items() if t == "text")
@@ -1691,10 +1710,13 @@ def _refuse_char(c: Call) -> str:
 
 
 def _varchar_n(c: Call) -> str:
-    # PostgreSQL's explicit cast to varchar(n) truncates to n characters; DuckDB ignores n.
+    # PostgreSQL's explicit cast to varchar(n) truncates its text (a double's digits, ...:
+    # translate's cast to text) to n characters; DuckDB ignores n.
+    from colmz.sql.translate import cast_rewrite  # translate imports this module
+
     x, t = c.node.children
     n = int(_VARCHAR_N.fullmatch(_type_text(t, c.text)).group(1))
-    return f"left(CAST({c.text_of(x)} AS VARCHAR), {n})"
+    return f"left({cast_rewrite(c, x, 'TEXT') or f'CAST({c.text_of(x)} AS VARCHAR)'}, {n})"
 
 
 def _json_cast(c: Call) -> str | None:
@@ -2225,9 +2247,13 @@ TRANSFORM_MACROS = (
     *(f"CREATE OR REPLACE MACRO {macro}(x) AS CASE WHEN typeof(x) = 'VARCHAR' AND "
       f"isinf(TRY_CAST(CAST(x AS VARCHAR) AS {'REAL' if name == 'real' else 'DOUBLE'})) AND NOT "
       f"regexp_full_match(lower(trim(CAST(x AS VARCHAR))), '[+-]?inf(inity)?') THEN "
-      f"error('\"' || CAST(x AS VARCHAR) || '\" is out of range for type {name}') ELSE x END"
+      f"error('\"' || CAST(x AS VARCHAR) || '\" is out of range for type {name}') "
+      f"WHEN typeof(x) = 'BOOLEAN' THEN error('cannot cast type boolean to {name}') ELSE x END"
       for name, macro in FLOAT_CAST_MACROS.items()),
     f"CREATE OR REPLACE MACRO {REGEXP_MATCH}(s, p, o) AS regexp_matches(s, p, o)",
+    f"CREATE OR REPLACE MACRO {TIME_IN}(x, t) AS CASE WHEN typeof(x) = 'VARCHAR' AND regexp_full_match("
+    f"CAST(x AS VARCHAR), '{_DATE_ONLY}') THEN error('invalid input syntax for type ' || t || ': \"' || "
+    "CAST(x AS VARCHAR) || '\"') ELSE x END",
     f"CREATE OR REPLACE MACRO {CHR}(x) AS CASE WHEN x = 0 THEN error('null character not permitted') "
     "ELSE chr(x) END",
     f"CREATE OR REPLACE MACRO {FLOAT_CHECK}(r, finite, nonzero) AS CASE WHEN typeof(r) IN ('DOUBLE', 'FLOAT') "
@@ -2846,7 +2872,10 @@ def _numeric_entry(e: Expression, w: _Walk) -> Rule | None:
         return _numeric_cast
     if _numeric_typmod_target(e, w.text) is not None:
         return _numeric_typmod_cast
-    return _mixed_scale_text if len(e.children) == 2 and _mixed_scales(e.children[0], w.text) else None
+    if _is_cast(e, w.text) and _NUMERIC_TYPMOD.fullmatch(_type_text(e.children[1], w.text)):
+        return lambda c: _cast_checked(e.children[0], c, "numeric", None)  # (a boolean raises)
+    return _mixed_scale_text if len(e.children) == 2 and _mixed_scales(e.children[0], w.text) and _type_text(
+        e.children[1], w.text).split("(")[0].strip() in _TEXT_WORDS else None  # (another cast: its own rule)
 
 
 # (NULL and a string literal read as reals, as in PostgreSQL; the real cast triggers it)
@@ -2870,7 +2899,7 @@ _when(("factorial",), _refuse("the postfix operator ! is not supported by colmz 
 _entry(("COMPARISON", *_ROW_TESTS, "COMPARE_IN", "OPERATOR_NOT", "SUBQUERY"))(_node_rule)
 # (and varchar(n), varying(n): may_transform reads the "(")
 _entry(("TYPE", *_CASTS), words=("float", "float8", "float4", "real", "double", "bytea", "jsonb", "char",
-                                 "character", "bpchar", *_TYPE_NAMES))(_type_rule)
+                                 "character", "bpchar", "time", "timetz", *_TYPE_NAMES))(_type_rule)
 _when(("||",), _concat, lambda e, w: e.cls == "FUNCTION", ops=("||",))
 _when(("LAMBDA",), _jsonb_arrow, lambda e, w: len(e.children) == 2, ops=("->",))
 _when(("->>",), _jsonb_text_arrow, lambda e, w: e.cls == "FUNCTION" and len(e.children) == 2, ops=("->>",))

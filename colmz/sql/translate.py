@@ -478,6 +478,8 @@ def numeric_source(e: Expression, text: str, names: frozenset[str] = frozenset()
                 for k in n.children):
             continue  # (PostgreSQL's value is a float, or not a number: INTERVAL '1 day' / 2)
         name = n.name[0].lower() if n.cls == "FUNCTION" and len(n.name) == 1 else ""
+        if name in _NUMERIC_CALLS and any(typer.kind(k, pg=True) in ("double", "real") for k in n.children):
+            continue  # sqrt(x::float8): PostgreSQL's double precision function
         if (n.cls == "CONSTANT" and n.literal is not None and n.literal.kind == "NUMERIC") or name == "/" \
                 or name in _NUMERIC_CALLS or name in ("round", "trunc") and len(n.children) == 2 \
                 or name == "date_part" and text[n.start : n.start + 7].lower() == "extract" \
@@ -618,10 +620,10 @@ def _pg_boolean(x: str) -> str:
     cast as DuckDB casts them (and text PostgreSQL rejects is rejected by DuckDB's cast)."""
     low = f"lower(trim(CAST({x} AS \"varchar\")))"
     words = lambda ws: ", ".join(f"'{w}'" for w in ws)  # noqa: E731
-    return (f"(CASE WHEN typeof({x}) <> 'VARCHAR' THEN CAST({x} AS \"boolean\") "
+    return (f"CASE WHEN typeof({x}) <> 'VARCHAR' THEN CAST({x} AS \"boolean\") "
             f"WHEN {low} IN ({words(_PG_TRUE)}) THEN true "
             f"WHEN {low} IN ({words(_PG_FALSE)}) THEN false "
-            f"ELSE CAST({x} AS \"boolean\") END)")
+            f"ELSE CAST({x} AS \"boolean\") END")
 
 
 _KEPT_TEXT_TYPES = type_words("integer", "bigint", "smallint", "text", "boolean", upper=True) | {
@@ -648,8 +650,15 @@ def cast_rewrite(c: Call, x: Expression, target: str) -> str | None:
         if (len(toks) == 1 and toks[0].kind == "number") or (cast_to is not None and cast_to not in _TEXT_TYPES) \
                 or (int_call and target in _BOOL_TYPES):
             return None  # a number, or a cast to a non-text type
+        if target in _INT_TYPES and numeric_source(x, c.text, c.numeric_names()):
+            # a numeric computed as a double: rounded half away from zero, as PostgreSQL's
+            # numeric is (a double's cast rounds half to even) -- but a mean of doubles is one;
+            # one seen only through a subquery's column (which a view's plan does not see) is
+            # refused at a tie
+            mean, seen = _mean_argument(c, x), numeric_source(x, c.text)
+            operand = f"{NUMERIC_ROUND}({operand}, {f'typeof(min({mean}))' if mean else 'NULL'}, {seen})"
         # text is read when it runs: an integer by its digits only (DuckDB rounds '2.5' to 3)
-        return f"{INT_MACROS[_INT_TYPES[target]]}({operand})" if target in _INT_TYPES else _pg_boolean(operand)
+        return f"{INT_MACROS[_INT_TYPES.get(target, 'boolean')]}({operand})"
     if len(toks) == 1 and (toks[0].kind == "string" or (
             toks[0].kind == "number" and "e" not in toks[0].text.lower())):
         return None  # a literal's text (DuckDB reads 1.5 as DECIMAL, 1e5 as DOUBLE)
@@ -684,14 +693,25 @@ _INT_TEXT = re.compile(r"\s*[+-]?[0-9]+\s*")
 
 #: The macro casting to each integer type as PostgreSQL reads text: digits only, blanks
 #: around them allowed (DuckDB rounds '2.5' to 3); other types cast as DuckDB casts them.
-#: DuckDB's spellings INT32 ... are not ones the cast rewrites read again.
+#: DuckDB's spellings INT32 ... are not ones the cast rewrites read again. And boolean's,
+#: as PostgreSQL reads text (:func:`_pg_boolean`): one call of the cast, which later passes read.
 INT_MACROS = {name: f"{RESERVED_PREFIX}{duck.lower()}" for name, duck in (
-    ("integer", "INT32"), ("bigint", "INT64"), ("smallint", "INT16"))}
+    ("integer", "INT32"), ("bigint", "INT64"), ("smallint", "INT16"), ("boolean", "BOOL"))}
+#: A value that may be a numeric computed as a double, before its cast to an integer:
+#: rounded half away from zero when it runs as a double that is not a mean of doubles (a
+#: tie refused where the numeric is seen only through a subquery's column).
+NUMERIC_ROUND = RESERVED_PREFIX + "numeric_round"
 _INT_TEXT_MACROS = tuple(
     f"CREATE OR REPLACE MACRO {macro}(x) AS CASE WHEN typeof(x) = 'VARCHAR' AND NOT "
     f"regexp_full_match(CAST(x AS VARCHAR), '\\s*[+-]?[0-9]+\\s*') THEN error('invalid input "
     f"syntax for type {name}: \"' || CAST(x AS VARCHAR) || '\"') ELSE CAST(x AS {macro[len(RESERVED_PREFIX):].upper()}) END"
-    for name, macro in INT_MACROS.items())
+    for name, macro in INT_MACROS.items() if name != "boolean") + (
+    f"CREATE OR REPLACE MACRO {INT_MACROS['boolean']}(x) AS {_pg_boolean('x')}",
+    f"CREATE OR REPLACE MACRO {NUMERIC_ROUND}(x, mean, seen) AS CASE WHEN typeof(x) <> 'DOUBLE' "
+    "OR NOT coalesce(mean NOT IN ('DOUBLE', 'FLOAT'), true) THEN x WHEN seen THEN round(x) "
+    "WHEN abs(x - trunc(x)) = 0.5 THEN error('an integer cast of a tie (x.5) of a subquery''s numeric column "
+    "colmz computes as a double is not supported by colmz (PostgreSQL rounds a numeric away from zero, a "
+    "double to even): round() it in the subquery') ELSE x END",)
 
 
 def _pg_text_literal(literal: str, target: str) -> str | None:
