@@ -46,6 +46,7 @@ import re
 from colmz.sql.build import RESERVED_PREFIX
 from colmz.sql.errors import SQLError, UnsupportedSQL
 from colmz.sql.numeric import (
+    DECIMAL_TEXT,
     NUMERIC_IN,
     NUMERIC_IN_GUARD,
     WIDE_DECIMAL_REFUSAL,
@@ -236,7 +237,7 @@ def jsonb_scalar(doc: str, target: str) -> str:
     """
     kind = jsonb_typeof(doc)
     if kind != ("boolean" if target == "boolean" else "number"):
-        raise SQLError(f"cannot cast jsonb {kind} to type {target}")
+        raise SQLError(f"cannot cast jsonb {'numeric' if kind == 'number' else kind} to type {target}")
     return doc
 
 
@@ -566,6 +567,7 @@ JSONB_QUOTE = P + "jsonb_quote"
 JSONB_FLOAT8 = P + "jsonb_float8"
 JSONB_FLOAT4 = P + "jsonb_float4"
 TO_JSONB = P + "to_jsonb"
+TO_JSONB_NUMERIC = P + "to_jsonb_numeric"
 #: :func:`jsonb_key` of a jsonb text: what a comparison, an ORDER BY, a GROUP BY of jsonb reads.
 JSONB_KEY = P + "jsonb_key"
 #: :func:`jsonb_plain` of a jsonb text: what DISTINCT, GROUP BY, a set operation of jsonb read.
@@ -614,8 +616,8 @@ MACROS = (
     f"CREATE OR REPLACE MACRO {TO_JSONB}(x) AS CASE WHEN x IS NULL THEN NULL "
     "WHEN typeof(x) = 'JSON' THEN CAST(x AS VARCHAR) "
     f"WHEN {wide_decimal('typeof(x)')} THEN {WIDE_DECIMAL_REFUSAL} "
-    f"WHEN typeof(x) IN ({', '.join(repr(t) for t in _INTEGERS)}) OR typeof(x) LIKE 'DECIMAL%' "
-    "THEN CAST(x AS VARCHAR) "
+    f"WHEN typeof(x) IN ({', '.join(repr(t) for t in _INTEGERS)}) THEN CAST(x AS VARCHAR) "
+    f"WHEN typeof(x) LIKE 'DECIMAL%' THEN {DECIMAL_TEXT}(x) "
     "WHEN typeof(x) = 'BOOLEAN' THEN CAST(x AS VARCHAR) "
     f"WHEN typeof(x) = 'DOUBLE' THEN {JSONB_FLOAT8}(TRY_CAST(x AS DOUBLE)) "
     f"WHEN typeof(x) = 'FLOAT' THEN {JSONB_FLOAT4}(TRY_CAST(x AS FLOAT)) "
@@ -623,6 +625,12 @@ MACROS = (
     "WHEN typeof(x) = 'VARCHAR' THEN error('a text value (or a jsonb column: colmz keeps those as text) "
     "turned into jsonb is not supported by colmz: cast it, x::text or x::jsonb') "
     "ELSE error('a value of type ' || typeof(x) || ' turned into jsonb is not supported by colmz') END",
+    # a value that may be a PostgreSQL numeric DuckDB computes as a double (avg, a division):
+    # PostgreSQL's jsonb number has the numeric's digits and scale
+    f"CREATE OR REPLACE MACRO {TO_JSONB_NUMERIC}(x) AS CASE WHEN typeof(x) = 'DOUBLE' THEN error('a numeric "
+    "value colmz computes as a double (a division, avg, a numeric function) turned into jsonb is not supported "
+    f"by colmz: PostgreSQL keeps its numeric digits and scale; cast it to float8 or round(x, n) first') "
+    f"ELSE {TO_JSONB}(x) END",
 )
 
 
@@ -731,7 +739,9 @@ def _to_jsonb(node, rendered: str, text: str) -> str:
         return f"{JSONB_QUOTE}(CAST({rendered} AS VARCHAR))"
     if kind == "jsonb":
         return f"CAST({rendered} AS VARCHAR)"
-    return f"{TO_JSONB}({rendered})"
+    from colmz.sql.translate import numeric_source  # translate imports this module
+
+    return f"{TO_JSONB_NUMERIC if numeric_source(node, text) else TO_JSONB}({rendered})"
 
 
 def _element(node, rendered: str, text: str) -> str:

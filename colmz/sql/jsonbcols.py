@@ -99,7 +99,7 @@ from colmz.sql.transforms import (
     TYPE_SPELLINGS,
     table_refs,
 )
-from colmz.sql.translate import ANY_TEXT, INT_MACROS
+from colmz.sql.translate import ANY_TEXT, BOOL_MACRO, INT_MACROS
 from colmz.sql.tree import Expression, Query, parse_tree
 from colmz.sql.typing_pass import (
     Resolver,
@@ -382,7 +382,7 @@ def _float_read(n: Expression) -> Expression:
 
 _FLOAT_READS = frozenset(FLOAT_CAST_MACROS.values())
 #: translate's casts to an integer type (its macros), by PostgreSQL's name of the type.
-_INT_CASTS = {macro: name for name, macro in INT_MACROS.items()}
+_INT_CASTS = {**{macro: name for name, macro in INT_MACROS.items()}, BOOL_MACRO: "boolean"}
 #: The types PostgreSQL casts json to (as translate writes them).
 _JSON_CASTS = frozenset({"VARCHAR", "TEXT", "JSON", "JSONB", '"VARCHAR"'})
 #: The calls of ``->``/``#>`` (``->>``/``#>>`` with a last argument true), jsonb's and json's.
@@ -667,6 +667,12 @@ def _expression(e: Expression, scope, text: str, edits: list) -> None:
             raise SQLError(f"cannot cast type json to {text[kids[1].start:kids[1].end].lower()}")
         if fn in _INT_CASTS and len(kids) == 1 and _json_doc(kids[0], scope, text):
             raise SQLError(f"cannot cast type json to {_INT_CASTS[fn]}")
+        if n.cls in ("FUNCTION", "WINDOW") and n.name in (("max",), ("min",)) and kids:
+            # PostgreSQL orders jsonb but has no max or min of it (a window's argument is its first child)
+            arg = min(kids, key=lambda k: k.start)
+            kind = "json" if _json_doc(arg, scope, text) else scope.kind(arg)
+            if kind in ("json", "jsonb"):
+                raise SQLError(f"function {n.name[0]}({kind}) does not exist")
         target = _scalar_target(n, text)
         if target is not None and kids[0].start >= 0 and scope.kind(_float_read(kids[0])) == "jsonb":
             # jsonb to a number or boolean: PostgreSQL's error for another kind of value

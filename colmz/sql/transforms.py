@@ -300,8 +300,9 @@ CHECKED_MATH = {f: RESERVED_PREFIX + f for f in ("ln", "log", "log10", "sqrt", "
 #: change every cased letter: ``upper('straße')`` is ``STRAẞE`` there).
 #: ``array_upper`` is ``array_length`` (PostgreSQL's arrays written here start at 1); the
 #: array macros read every dimension (:data:`colmz.sql.translate.ARRAY_DIMENSION_MACROS`).
+#: ``gcd`` and ``lcm`` of integers are integers (DuckDB's are bigints: lcm(2147483647, 2) answers).
 CALL_MACROS = {**CHECKED_MATH, "array_upper": RESERVED_PREFIX + "array_length", **{f: RESERVED_PREFIX + f for f in (
-    "array_length", "array_lower", "array_remove", "cardinality", "octet_length", "upper", "lower")}}
+    "array_length", "array_lower", "array_remove", "cardinality", "octet_length", "upper", "lower", "gcd", "lcm")}}
 
 
 def _rename(new: str) -> Rule:
@@ -863,7 +864,7 @@ def may_transform(text: str, toks) -> bool:
                 opens.append(i)
     # (the tokens split a shift operator: << is two "<")
     return _MAY_COMPARE_ROWS.search(text) is not None or (opens and _may_row_item(toks, opens)) \
-        or _may_name_derived(toks) or "<<" in text or ">>" in text
+        or _may_name_derived(toks) or "<<" in text or ">>" in text or _MAY_MOVE_CONSTANT.search(text) is not None
 
 
 def _may_row_item(toks, opens: list[int]) -> bool:
@@ -959,6 +960,9 @@ def _own_roots(d: Query, tables: bool = True) -> list[tuple[Expression, bool]]:
 #: NULL`` (a superset; the tree decides).
 _MAY_COMPARE_ROWS = re.compile(
     r"\)\s*(=|<>|!=|<=|>=|<|>|in\b|not\s+in\b)\s*(\(|row\b)|\)\s*is\s+(not\s+)?null\b", re.IGNORECASE)
+# arithmetic beside a comparison with a number: maybe one whose constant DuckDB moves (_moved_constant)
+_MAY_MOVE_CONSTANT = re.compile(r"[-+*]\s*[\w.]+\s*(?:=|<>|!=|<=|>=|<|>)\s*[-+(]*\s*\d"
+                                r"|\d\s*(?:=|<>|!=|<=|>=|<|>)\s*[-(]*\s*[\w.]+\s*[-+*]")
 _ROW_TESTS = {"OPERATOR_IS_NULL": "IS NULL", "OPERATOR_IS_NOT_NULL": "IS NOT NULL"}
 
 
@@ -2954,6 +2958,39 @@ def _null_array_quantified(c: Call) -> str:
 
 _when(("SUBQUERY", "OPERATOR_NOT"), _null_array_quantified, lambda e, w: _quantified_array(e, w) is not None,
       words=("any", "some", "all"))
+def _constant_only(e: Expression) -> bool:
+    # Whether ``e`` is made of literals, casts and arithmetic only (DuckDB folds it).
+    return all(n.cls in ("CONSTANT", "CAST", "TYPE") or is_arith(n) for n in e.walk())
+
+
+def _moved_constant(e: Expression) -> Expression | None:
+    # The side of comparison ``e`` that DuckDB's optimizer rewrites: integer ``x + c``,
+    # ``x - c``, ``x * c`` or ``-x`` compared with a constant becomes ``x`` compared with the
+    # constant moved across (MoveConstantsRule), so the overflow PostgreSQL raises for the
+    # arithmetic (``i + 1 > 0`` of the largest integer) never happens; None when neither is.
+    if len(e.children) != 2 or e.type not in _COMPARISONS:
+        return None
+    for side, other in (e.children, e.children[::-1]):
+        if is_arith(side) and side.name[0] in ("+", "-", "*") and _constant_only(other) and (
+                len(side.children) == 1 or any(_constant_only(k) for k in side.children)):
+            return side
+    return None
+
+
+def _unmoved(c: Call) -> str:
+    # The arithmetic behind greatest() of one argument, which DuckDB's rule does not see through.
+    a, b = c.node.children
+    ta, tb = c.text_of(a), c.text_of(b)
+    if a is _moved_constant(c.node):
+        ta = f"greatest({ta})"
+    else:
+        tb = f"greatest({tb})"
+    return f"({ta}) {_COMPARISONS[c.node.type]} ({tb})"
+
+
+_when(("COMPARISON",), _unmoved, lambda e, w: _moved_constant(e) is not None)
+
+
 _when(("%",), lambda c: f"{MOD}({c.args[0]}, {c.args[1]})", lambda e, w: e.cls == "FUNCTION"
       and len(e.children) == 2, ops=("%",))
 # PostgreSQL shifts an integer by its count modulo the width (1 << 32 is 1, 1 >> 32 is 1);

@@ -43,6 +43,7 @@ from colmz.sql.hints import blank_hints
 from colmz.sql.jsonb import arrow_entry, refuse_spelled, spell_operators
 from colmz.sql.names import as_qualified, resolve_item
 from colmz.sql.numeric import (
+    DECIMAL_TEXT,
     NUMERIC_IN,
     NUMERIC_IN_GUARD,
     WIDE_DECIMAL_REFUSAL,
@@ -464,19 +465,21 @@ def numeric_source(e: Expression, text: str, names: frozenset[str] = frozenset()
     [True, True, False, False, False, False]
     """
     typer, stack = Typer(text, {}, {}), [e]
+    numeric = lambda n: n.cls == "CAST" and len(n.children) == 2 and (  # noqa: E731
+        " ".join(text[n.children[1].start : n.children[1].end].lower().split()) in _NUMERIC_WORDS)
     while stack:
         n = stack.pop()
         if n.cls == "CAST" and len(n.children) == 2:
-            x, t = n.children
-            if x.literal is None and " ".join(text[t.start : t.end].lower().split()) in _NUMERIC_WORDS:
+            if n.children[0].literal is None and numeric(n):
                 return True  # (translate's x + NUMERIC_CAST keeps a double a double)
             continue
         if typer.kind(n, pg=True) not in (None, "exact") or is_arith(n) and any(
                 typer.kind(k, pg=True) not in (None, "exact") or k.cls == "CAST" and k.children[-1].start < 0
                 for k in n.children):
             continue  # (PostgreSQL's value is a float, or not a number: INTERVAL '1 day' / 2)
-        name = n.name[0].lower() if n.cls == "FUNCTION" and len(n.name) == 1 else ""
+        name = n.name[0].lower() if n.cls in ("FUNCTION", "WINDOW") and len(n.name) == 1 else ""
         if (n.cls == "CONSTANT" and n.literal is not None and n.literal.kind == "NUMERIC") or name == "/" \
+                or name == "^" and any(numeric(k) for k in n.children) \
                 or name in _NUMERIC_CALLS or name in ("round", "trunc") and len(n.children) == 2 \
                 or name == "date_part" and text[n.start : n.start + 7].lower() == "extract" \
                 or n.cls == "COLUMN_REF" and n.name and n.name[-1].lower() in names:
@@ -537,6 +540,7 @@ def _text_macro(name: str, double: str, extra: str = "") -> str:
         "(PostgreSQL prints it as \\x and hex digits, DuckDB escapes bytes)') "
         f"WHEN typeof(x) = 'INTERVAL' THEN {INTERVAL_TEXT}(TRY_CAST(x AS INTERVAL)) "
         f"WHEN {wide_decimal('typeof(x)')} THEN {WIDE_DECIMAL_REFUSAL} "
+        f"WHEN typeof(x) LIKE 'DECIMAL%' THEN {DECIMAL_TEXT}(x) "
         "ELSE CAST(x AS \"varchar\") END")
 
 
@@ -611,15 +615,19 @@ _PG_FALSE = ("f", "fa", "fal", "fals", "false", "n", "no", "of", "off", "0")
 
 
 def _pg_boolean(x: str) -> str:
-    """PostgreSQL's reading of ``x`` as a boolean when it is text: true/yes/on/1 and
-    false/no/off/0, any case, blanks trimmed, unique prefixes ('of', not 'o'); other types
-    cast as DuckDB casts them (and text PostgreSQL rejects is rejected by DuckDB's cast)."""
-    low = f"lower(trim(CAST({x} AS \"varchar\")))"
-    words = lambda ws: ", ".join(f"'{w}'" for w in ws)  # noqa: E731
-    return (f"(CASE WHEN typeof({x}) <> 'VARCHAR' THEN CAST({x} AS \"boolean\") "
-            f"WHEN {low} IN ({words(_PG_TRUE)}) THEN true "
-            f"WHEN {low} IN ({words(_PG_FALSE)}) THEN false "
-            f"ELSE CAST({x} AS \"boolean\") END)")
+    """PostgreSQL's reading of ``x`` as a boolean (:data:`BOOL_MACRO`)."""
+    return f"{BOOL_MACRO}({x})"
+
+
+#: The macro reading a value as a boolean as PostgreSQL reads text: true/yes/on/1 and
+#: false/no/off/0, any case, blanks trimmed, unique prefixes ('of', not 'o'); other types
+#: cast as DuckDB casts them (and text PostgreSQL rejects is rejected by DuckDB's cast).
+BOOL_MACRO = RESERVED_PREFIX + "bool"
+_BOOL_TEXT_MACRO = (
+    f"CREATE OR REPLACE MACRO {BOOL_MACRO}(x) AS CASE WHEN typeof(x) <> 'VARCHAR' THEN CAST(x AS BOOLEAN) "
+    f"WHEN lower(trim(CAST(x AS VARCHAR))) IN ({', '.join(repr(w) for w in _PG_TRUE)}) THEN true "
+    f"WHEN lower(trim(CAST(x AS VARCHAR))) IN ({', '.join(repr(w) for w in _PG_FALSE)}) THEN false "
+    "ELSE CAST(x AS BOOLEAN) END")
 
 
 _KEPT_TEXT_TYPES = type_words("integer", "bigint", "smallint", "text", "boolean", upper=True) | {
@@ -1069,6 +1077,7 @@ _POWER = ("(x, y) AS CASE WHEN x = 0 AND y < 0 THEN error('zero raised to a nega
           "yields a complex result') WHEN isinf(power(x, y)) AND NOT isinf(CAST(x AS DOUBLE)) "
           "AND NOT isinf(CAST(y AS DOUBLE)) THEN " + _FLOAT_RANGE.format(x="x + y", f="power", how="overflow")
           + " ELSE power(x, y) END")
+_INT4_OR_LESS = "('INTEGER', 'SMALLINT', 'TINYINT')"
 #: PostgreSQL's domain errors, with its messages (``src/backend/utils/adt/float.c`` and
 #: ``numeric.c``): a logarithm of zero or a negative, a square root of a negative, a power
 #: that is complex or undefined, an ``exp`` or ``power`` past the range of a double
@@ -1090,6 +1099,12 @@ MATH_MACROS = (
     + " WHEN exp(x) = 0 AND NOT isinf(CAST(x AS DOUBLE)) AND typeof(x) NOT LIKE 'DECIMAL%' "
     "THEN error('value out of range: underflow') ELSE exp(x) END",
     *(f"CREATE OR REPLACE MACRO {CHECKED_MATH[f]}" + _POWER for f in ("power", "pow")),
+    # gcd and lcm of integers (not bigints) are integers, checked as PostgreSQL's int4gcd/int4lcm
+    # (of two smallints PostgreSQL finds no one best function)
+    *(f"CREATE OR REPLACE MACRO {RESERVED_PREFIX}{f}(a, b) AS CASE WHEN typeof(a) = 'SMALLINT' AND typeof(b) = "
+      f"'SMALLINT' THEN error('function {f}(smallint, smallint) is not unique') WHEN typeof(a) IN {_INT4_OR_LESS} AND typeof(b) "
+      f"IN {_INT4_OR_LESS} AND {f}(a, b) NOT BETWEEN -2147483648 AND 2147483647 THEN error('integer out of range') "
+      f"ELSE {f}(a, b) END" for f in ("gcd", "lcm")),
     *ARRAY_DIMENSION_MACROS,
     # PostgreSQL's array_remove drops the elements not distinct from the value (NULLs too)
     f"CREATE OR REPLACE MACRO {RESERVED_PREFIX}array_remove(a, x) AS [e FOR e IN a IF e IS DISTINCT FROM x]",
@@ -1102,7 +1117,7 @@ MATH_MACROS = (
 #: sum of int8 is numeric, so dividing it is numeric division, not the integer division
 #: DuckDB's ``HUGEINT`` sum gets); smaller integers stay integers (their sum is bigint in
 #: PostgreSQL); other types are summed as they are.
-MACROS = TEXT_MACROS + MATH_MACROS + _INT_TEXT_MACROS + (BYTEA_INPUT_MACRO,
+MACROS = TEXT_MACROS + MATH_MACROS + _INT_TEXT_MACROS + (_BOOL_TEXT_MACRO, BYTEA_INPUT_MACRO,
     f"CREATE OR REPLACE MACRO {SUM_ARGUMENT}"
     + ", ".join(f"(x {t}) AS x" for t in _SMALL_INTS) + ", "
     + ", ".join(f"(x {t}) AS CAST(x AS DECIMAL(38,0))" for t in _WIDE_INTS)
