@@ -728,8 +728,9 @@ def visibly_text(node, text: str) -> bool:
     return _visibly(node, text) == "text" and not (node.cls == "FUNCTION" and node.name == ("||",))
 
 
-def _to_jsonb(node, rendered: str, text: str) -> str:
-    # the jsonb text of a value (NULL for NULL)
+def _to_jsonb(node, rendered: str, c) -> str:
+    # the jsonb text of a value (NULL for NULL), an argument of call ``c``
+    text = c.text
     kind = _visibly(node, text)
     if node.literal is not None and node.literal.kind == "NULL_LITERAL":
         return "CAST(NULL AS VARCHAR)"
@@ -741,12 +742,12 @@ def _to_jsonb(node, rendered: str, text: str) -> str:
         return f"CAST({rendered} AS VARCHAR)"
     from colmz.sql.translate import numeric_source  # translate imports this module
 
-    return f"{TO_JSONB_NUMERIC if numeric_source(node, text) else TO_JSONB}({rendered})"
+    return f"{TO_JSONB_NUMERIC if numeric_source(node, text, c.numeric_names()) else TO_JSONB}({rendered})"
 
 
-def _element(node, rendered: str, text: str) -> str:
+def _element(node, rendered: str, c) -> str:
     # a value inside a container: NULL is null
-    return f"coalesce({_to_jsonb(node, rendered, text)}, 'null')"
+    return f"coalesce({_to_jsonb(node, rendered, c)}, 'null')"
 
 
 def _as_jsonb(expr: str) -> str:
@@ -773,7 +774,7 @@ def _unary(template: str):
 
 def _to_jsonb_call(c):
     a = _scalar(c, 1)
-    return None if a is None else _as_jsonb(_to_jsonb(c.arguments[0], a[0], c.text))
+    return None if a is None else _as_jsonb(_to_jsonb(c.arguments[0], a[0], c))
 
 
 def _build_object_call(c):
@@ -782,7 +783,7 @@ def _build_object_call(c):
     nodes, args = c.arguments, c.args
     if len(args) % 2:
         raise SQLError("argument list must have even number of elements")
-    pairs = ", ".join(f"[CAST({args[i]} AS VARCHAR), {_element(nodes[i + 1], args[i + 1], c.text)}]"
+    pairs = ", ".join(f"[CAST({args[i]} AS VARCHAR), {_element(nodes[i + 1], args[i + 1], c)}]"
                       for i in range(0, len(args), 2))
     return _as_jsonb(f"{JSONB_BUILD_OBJECT}(CAST([{pairs}] AS VARCHAR[][]))")
 
@@ -790,7 +791,7 @@ def _build_object_call(c):
 def _build_array_call(c):
     if not c.plain:
         return None
-    items = ", ".join(_element(n, a, c.text) for n, a in zip(c.arguments, c.args))
+    items = ", ".join(_element(n, a, c) for n, a in zip(c.arguments, c.args))
     return _as_jsonb(f"{JSONB_BUILD_ARRAY}(CAST([{items}] AS VARCHAR[]))")
 
 
@@ -811,7 +812,7 @@ def _aggregate(builder: str, arity: int):
         if len(c.arguments) != arity or c.arguments[0].start < 0:
             return None
         head, tail = _aggregate_parts(c)
-        x = _element(c.arguments[-1], c.args[-1], c.text)
+        x = _element(c.arguments[-1], c.args[-1], c)
         item = x if arity == 1 else f"[CAST({c.args[0]} AS VARCHAR), {x}]"
         return _as_jsonb(f"{builder}(list({head}{item}{tail})")
     return rule

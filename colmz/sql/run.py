@@ -217,6 +217,7 @@ def _UDF_ERROR(message: str) -> re.Pattern:  # noqa: N802 - reads as the pattern
 #: PostgreSQL's name of each type DuckDB's cast error names.
 _PG_TYPE_OF_DUCK = {"INT8": "smallint", "INT16": "smallint", "INT32": "integer", "INT64": "bigint",
                     "FLOAT": "real", "DOUBLE": "double precision", "BOOL": "boolean"}
+_NUMERIC_SPECIAL = {"nan": "NaN", "inf": "Infinity", "-inf": "-Infinity"}
 #: DuckDB's errors :func:`run_query` raises otherwise, the first that matches: (DuckDB's
 #: error, the exception raised, its message from the match).
 _ERRORS = (
@@ -232,7 +233,7 @@ _ERRORS = (
                 r"|cannot take logarithm of (?:zero|a negative number)|zero raised to a negative power is undefined"
                 r"|a negative number raised to a non-integer power yields a complex result"
                 r"|negative substring length not allowed|unit \"\w+\" not (?:supported|recognized) for type [\w ]+"
-                r"|cannot cast type [\w ]+ to [\w ]+|"
+                r"|cannot cast type [\w ]+ to [\w ]+|integer out of range|function \w+\(smallint, smallint\) is not unique|"
                 + pgfuncs.ERROR_MESSAGES + "|field position must not be zero)$"), SQLError,
      lambda m: m.group(1)),
     # DuckDB's own errors of PostgreSQL's meaning: PostgreSQL's words
@@ -244,6 +245,13 @@ _ERRORS = (
     (re.compile(r"'\+\((VARCHAR|STRING_LITERAL), DECIMAL\(1,0\)\)'"), UnsupportedSQL,
      lambda m: "a cast of text to numeric is not supported by colmz (PostgreSQL keeps the scale each value is "
                "written with): cast to numeric(p, s) or float8"),
+    # DuckDB's integer overflow of + - * (PostgreSQL checks the same operators): PostgreSQL's words
+    (re.compile(r"Out of Range Error: Overflow in (?:addition|subtraction|multiplication) of (INT16|INT32|INT64) "),
+     SQLError, lambda m: f"{_PG_TYPE_OF_DUCK[m.group(1)]} out of range"),
+    # a double's NaN or infinity cast to numeric (PostgreSQL's numeric holds them, DuckDB's DECIMAL not)
+    (re.compile(r"Conversion Error: Could not cast value (nan|-?inf) to DECIMAL"), UnsupportedSQL,
+     lambda m: f"numeric '{_NUMERIC_SPECIAL[m.group(1)]}' is not supported by colmz (DuckDB's DECIMAL has no NaN "
+               "or infinity)"),
     # Text that does not read as a number or boolean: PostgreSQL's words, without the text
     # colmz generated around the cast
     (re.compile(r"Could not convert string '(.*?)' to (INT8|INT16|INT32|INT64|FLOAT|DOUBLE|BOOL)\b", re.DOTALL),

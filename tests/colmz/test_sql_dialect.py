@@ -80,7 +80,7 @@ def test_corpus_against_postgres(both):
 @pytest.mark.parametrize("prefix, least", [("jn_fail", 8), ("oname_fail", 7), ("tn_fail", 1), ("tj_fail", 3),
                                            ("gap_fail", 16), ("mzf_fail", 7), ("mzf2_fail", 8),
                                            ("aggarr_fail", 3), ("err_fail", 10), ("flagg_fail", 9),
-                                           ("hunt3_fail", 16)])
+                                           ("hunt3_fail", 16), ("hunt4_fail", 17)])
 def test_errors_are_postgresqls(both, prefix, least):
     # The corpus's jn_fail_* queries (a cast of ->> / #>> text that PostgreSQL refuses),
     # oname_fail_* (an output name where PostgreSQL sees none), tn_fail_* (a text column read
@@ -92,7 +92,9 @@ def test_errors_are_postgresqls(both, prefix, least):
     # aggarr_fail_* (array_agg of arrays of different shapes, NULL or empty) and err_fail_*
     # (division by zero, colmz's checked math, a scalar subquery of several rows, 'inf' as a date),
     # flagg_fail_* (a float overflow in an aggregate or over one) and hunt3_fail_* (extract's and
-    # date_trunc's units a type lacks, casts PostgreSQL has not, nth_value's position) too.
+    # date_trunc's units a type lacks, casts PostgreSQL has not, nth_value's position) and
+    # hunt4_fail_* (integer overflow under a comparison with a constant, gcd/lcm and lengths
+    # as integers, jsonb to boolean, max/min of json and jsonb) too.
     import psycopg
 
     from colmz.sql import SQLError
