@@ -2385,4 +2385,18 @@ QUERIES = [
                                     "age(DATE '2024-03-31', DATE '2024-02-29')::text AS c"),
     ('hunt4_justify_negative', "SELECT justify_hours(INTERVAL '-25 hours')::text AS a, justify_days(INTERVAL '-35 days')::text AS b, "
                                "justify_interval(INTERVAL '1 mon -1 hour')::text AS c, justify_interval(INTERVAL '-1 mon 35 days')::text AS d"),
+    ('hunt4_extract_divided', 'SELECT id, extract(day FROM ts) / 2 AS a, extract(year FROM ts) / extract(month FROM ts) AS b, '
+                              'floor(extract(day FROM ts) / 7) AS c FROM orders ORDER BY id'),
+    ('hunt4_extract_divided_constants', "SELECT extract(year FROM TIMESTAMP '2024-01-01') / 5 AS a, "
+                                        "extract(month FROM DATE '2024-05-01') / 2 AS b, extract(day FROM INTERVAL '3 days') / 2 AS c"),
+    ('hunt4_extract_divided_text', 'SELECT (extract(day FROM ts) / 2)::text AS a FROM orders ORDER BY id'),
+    ('hunt4_extract_kept_whole', "SELECT id, extract(day FROM ts)::text AS a, 'q' || extract(quarter FROM ts) AS b, "
+                                 "extract(hour FROM ts) * 60 + extract(minute FROM ts) AS c, to_jsonb(extract(day FROM ts)) AS d "
+                                 "FROM orders ORDER BY id"),
+    ('hunt4_integer_lengths_of_arrays', 'SELECT array_length(ARRAY[1, 2], 1) AS a, cardinality(ARRAY[[1, 2], [3, 4]]) AS b, '
+                                        "array_upper(ARRAY[1], 1) AS c, octet_length('héllo') AS d, ntile(2) OVER () AS e"),
+    ('hunt4_fail_array_length_times', 'SELECT array_length(ARRAY[1, 2], 1) * 2000000000 AS a'),
+    ('hunt4_fail_cardinality_times', 'SELECT cardinality(ARRAY[1, 2]) * 2000000000 AS a'),
+    ('hunt4_fail_octet_length_times', "SELECT octet_length('ab') * 2000000000 AS a"),
+    ('hunt4_fail_ntile_times', 'SELECT id, ntile(2) OVER (ORDER BY id) * 2000000000 AS a FROM people'),
 ]

@@ -246,7 +246,7 @@ _ERRORS = (
      lambda m: "a cast of text to numeric is not supported by colmz (PostgreSQL keeps the scale each value is "
                "written with): cast to numeric(p, s) or float8"),
     # DuckDB's integer overflow of + - * (PostgreSQL checks the same operators): PostgreSQL's words
-    (re.compile(r"Out of Range Error: Overflow in (?:addition|subtraction|multiplication) of (INT16|INT32|INT64) "),
+    (re.compile(r"Out of Range Error: Overflow in (?:addition|subtraction|multiplication) of (INT32|INT64) "),
      SQLError, lambda m: f"{_PG_TYPE_OF_DUCK[m.group(1)]} out of range"),
     # a double's NaN or infinity cast to numeric (PostgreSQL's numeric holds them, DuckDB's DECIMAL not)
     (re.compile(r"Conversion Error: Could not cast value (nan|-?inf) to DECIMAL"), UnsupportedSQL,

@@ -365,7 +365,9 @@ def _extract(c: Call) -> str | None:
     # PostgreSQL's seconds and milliseconds keep their fraction; DuckDB's are whole.
     if u in _SECOND_UNITS or u in _MILLI_UNITS:
         return f"(date_part('microsecond', {x}) / {'1000000.0' if u in _SECOND_UNITS else '1000.0'})"
-    return f"date_part('{_UNIT_SPELLINGS.get(u, u)}', {x})"
+    # PostgreSQL's extract is a numeric: DuckDB's whole parts (a BIGINT) made a DECIMAL, so
+    # that extract(day FROM ts) / 2 divides as numeric (a double one, epoch's, stays a double)
+    return f"(date_part('{_UNIT_SPELLINGS.get(u, u)}', {x}) + {NUMERIC_CAST})"
 
 
 @_plain(2)
@@ -2270,8 +2272,9 @@ TRANSFORM_MACROS = (
 #: Typed macros (DuckDB 1.4 or later); before, their fallback (a refusal when it matters).
 _ASCII = "abcdefghijklmnopqrstuvwxyz"
 TRANSFORM_TYPED_MACROS = (
-    (f"CREATE OR REPLACE MACRO {CALL_MACROS['octet_length']}(x VARCHAR) AS strlen(x), (x BLOB) AS octet_length(x)",
-     f"CREATE OR REPLACE MACRO {CALL_MACROS['octet_length']}(x) AS strlen(x)"),
+    (f"CREATE OR REPLACE MACRO {CALL_MACROS['octet_length']}(x VARCHAR) AS CAST(strlen(x) AS INTEGER), "
+     "(x BLOB) AS CAST(octet_length(x) AS INTEGER)",
+     f"CREATE OR REPLACE MACRO {CALL_MACROS['octet_length']}(x) AS CAST(strlen(x) AS INTEGER)"),
     *((f"CREATE OR REPLACE MACRO {CALL_MACROS[f]}(x VARCHAR) AS translate(x, '{a}', '{b}')",
        f"CREATE OR REPLACE MACRO {CALL_MACROS[f]}(x) AS translate(x, '{a}', '{b}')")
       for f, a, b in (("upper", _ASCII, _ASCII.upper()), ("lower", _ASCII.upper(), _ASCII))),
@@ -3019,6 +3022,7 @@ CALLS: dict[str, Rule] = {
     **dict.fromkeys(_POLYMORPHIC, _polymorphic),
     "array_agg": lambda c: f"{AGG_ARRAYS}({c.by(lambda c: _polymorphic(c) or _sorted_distinct(c))})",
     "pg_typeof": _refuse("pg_typeof() is not supported by colmz (DuckDB names its own types)"),
+    "ntile": lambda c: f"CAST({c.by(None)} AS INTEGER)" if c.window else None,  # (an integer, DuckDB's a bigint)
     "sum": _sum_of_real, "concat": _concat_call, "concat_ws": _concat_call, "avg": _avg, "mod": _macro(MOD, 2),
     "percentile_cont": lambda c: None if c.table else f"{PERCENTILE_CONT}({c.by(None)})",
     # PostgreSQL's jsonb functions, initcap, regexp_match (colmz.sql.jsonb; its operators

@@ -562,18 +562,18 @@ FUNCTIONS = (arrow_entry(FLOAT8_TEXT_PY, float8_text, ("DOUBLE",)), arrow_entry(
 #: when DuckDB binds the query). ``array_length(a, d)`` (``array_upper``) of a dimension
 #: that is not there, or of an empty array, is NULL (DuckDB raises for d other than 1, and
 #: its length of an empty list is 0); ``cardinality`` counts every element (DuckDB's counts
-#: the outer list's).
+#: the outer list's). Each is an integer, as PostgreSQL's (DuckDB's lengths are bigints).
 ARRAY_DIMS = RESERVED_PREFIX + "array_dims"
 ARRAY_DIMENSION_MACROS = (
     f"CREATE OR REPLACE MACRO {ARRAY_DIMS}(a) AS (length(typeof(a)) - length(rtrim(typeof(a), '[]'))) // 2",
-    f"CREATE OR REPLACE MACRO {RESERVED_PREFIX}array_length(a, d) AS CASE WHEN d = 1 THEN nullif(len(a), 0) "
-    f"WHEN d > 1 AND d <= {ARRAY_DIMS}(a) THEN nullif(CAST(json_array_length(to_json(a), '$' || "
-    "repeat('[0]', d - 1)) AS BIGINT), 0) END",
+    f"CREATE OR REPLACE MACRO {RESERVED_PREFIX}array_length(a, d) AS CASE WHEN d = 1 THEN CAST(nullif(len(a), 0) AS "
+    f"INTEGER) WHEN d > 1 AND d <= {ARRAY_DIMS}(a) THEN nullif(CAST(json_array_length(to_json(a), '$' || "
+    "repeat('[0]', d - 1)) AS INTEGER), 0) END",
     f"CREATE OR REPLACE MACRO {RESERVED_PREFIX}array_lower(a, d) AS CASE WHEN "
     f"{RESERVED_PREFIX}array_length(a, d) > 0 THEN 1 END",
-    f"CREATE OR REPLACE MACRO {RESERVED_PREFIX}cardinality(a) AS CASE WHEN {ARRAY_DIMS}(a) <= 1 THEN len(a) "
-    f"ELSE CAST(list_product([json_array_length(to_json(a), "
-    f"'$' || repeat('[0]', i)) FOR i IN range({ARRAY_DIMS}(a))]) AS BIGINT) END",
+    f"CREATE OR REPLACE MACRO {RESERVED_PREFIX}cardinality(a) AS CASE WHEN {ARRAY_DIMS}(a) <= 1 THEN CAST(len(a) AS "
+    f"INTEGER) ELSE CAST(list_product([json_array_length(to_json(a), "
+    f"'$' || repeat('[0]', i)) FOR i IN range({ARRAY_DIMS}(a))]) AS INTEGER) END",
 )
 
 #: The macros of PostgreSQL's text of a value (defined on every colmz connection with

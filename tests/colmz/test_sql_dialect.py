@@ -80,7 +80,7 @@ def test_corpus_against_postgres(both):
 @pytest.mark.parametrize("prefix, least", [("jn_fail", 8), ("oname_fail", 7), ("tn_fail", 1), ("tj_fail", 3),
                                            ("gap_fail", 16), ("mzf_fail", 7), ("mzf2_fail", 8),
                                            ("aggarr_fail", 3), ("err_fail", 10), ("flagg_fail", 9),
-                                           ("hunt3_fail", 16), ("hunt4_fail", 17)])
+                                           ("hunt3_fail", 16), ("hunt4_fail", 21)])
 def test_errors_are_postgresqls(both, prefix, least):
     # The corpus's jn_fail_* queries (a cast of ->> / #>> text that PostgreSQL refuses),
     # oname_fail_* (an output name where PostgreSQL sees none), tn_fail_* (a text column read
