@@ -2363,8 +2363,6 @@ QUERIES = [
                            "translate('hello', 'elo', 'i') AS k, concat_ws(',', 'a', NULL, 'b') AS l"),
     ('hunt4_quote_functions', "SELECT quote_ident('Abc') AS a, quote_ident('a\"b') AS b, quote_literal('it''s') AS c, "
                               "quote_literal(42) AS d, quote_literal(E'a\\\\b') AS e, quote_nullable(NULL) AS f"),
-    ('hunt4_limit_null_and_expressions', 'SELECT id FROM people ORDER BY id LIMIT NULL OFFSET 2 * 2'),
-    ('hunt4_limit_of_subquery', 'SELECT id FROM people ORDER BY id LIMIT (SELECT count(*) FROM docs)'),
     ('hunt4_window_exclude_groups', 'SELECT id, sum(amount) OVER (ORDER BY id GROUPS BETWEEN 1 PRECEDING AND 1 FOLLOWING '
                                     'EXCLUDE CURRENT ROW) AS a, sum(amount) OVER (ORDER BY amount, id RANGE BETWEEN UNBOUNDED '
                                     'PRECEDING AND UNBOUNDED FOLLOWING EXCLUDE GROUP) AS b FROM orders ORDER BY id'),
@@ -2372,14 +2370,7 @@ QUERIES = [
                                     "INTERVAL '1 day' FOLLOWING) AS a FROM orders ORDER BY id"),
     ('hunt4_window_nth_value_frame', 'SELECT id, nth_value(name, 3) OVER (ORDER BY id ROWS BETWEEN 1 PRECEDING AND 1 FOLLOWING) AS a, '
                                      'ntile(3) OVER (ORDER BY id) AS b, cume_dist() OVER (ORDER BY age) AS c FROM people ORDER BY id'),
-    ('hunt4_rollup_grouping_having', 'SELECT city, grouping(city) AS g, count(*) AS n FROM people GROUP BY ROLLUP (city) '
-                                     'HAVING grouping(city) = 1'),
-    ('hunt4_any_all_empty_and_null', 'SELECT id, age = ALL (SELECT age FROM people WHERE false) AS a, '
-                                     'age < ANY (SELECT age FROM people WHERE false) AS b, age <> ALL (ARRAY[25, NULL]) AS c '
-                                     'FROM people ORDER BY id'),
     ('hunt4_exists_limit_zero', 'SELECT EXISTS (SELECT 1 FROM people LIMIT 0) AS a, EXISTS (SELECT NULL) AS b'),
-    ('hunt4_lateral_having', 'SELECT p.id, s.t FROM people p CROSS JOIN LATERAL (SELECT sum(amount) AS t FROM orders o '
-                             'WHERE o.person_id = p.id HAVING count(*) > 1) s ORDER BY p.id'),
     ('hunt4_age_across_month_ends', "SELECT age(TIMESTAMP '2024-03-01', TIMESTAMP '2024-01-31')::text AS a, "
                                     "age(TIMESTAMP '2024-01-31', TIMESTAMP '2024-03-01')::text AS b, "
                                     "age(DATE '2024-03-31', DATE '2024-02-29')::text AS c"),
@@ -2399,4 +2390,10 @@ QUERIES = [
     ('hunt4_fail_cardinality_times', 'SELECT cardinality(ARRAY[1, 2]) * 2000000000 AS a'),
     ('hunt4_fail_octet_length_times', "SELECT octet_length('ab') * 2000000000 AS a"),
     ('hunt4_fail_ntile_times', 'SELECT id, ntile(2) OVER (ORDER BY id) * 2000000000 AS a FROM people'),
+    ('hunt4_is_normalized', "SELECT 'abc' IS NORMALIZED AS a, name IS NOT NFC NORMALIZED AS b FROM people"),
+    ('hunt4_row_locking', 'SELECT id FROM people ORDER BY id FOR UPDATE'),
+    ('hunt4_from_only', 'SELECT id FROM ONLY people ORDER BY id'),
+    ('hunt4_order_by_using', 'SELECT id FROM people ORDER BY id USING >'),
+    ('hunt4_tablesample_bernoulli', 'SELECT id FROM people TABLESAMPLE BERNOULLI (100) ORDER BY id'),
+    ('hunt4_any_of_string_literal', "SELECT id FROM people WHERE age = ANY ('{25,30}') ORDER BY id"),
 ]

@@ -218,6 +218,8 @@ def _UDF_ERROR(message: str) -> re.Pattern:  # noqa: N802 - reads as the pattern
 _PG_TYPE_OF_DUCK = {"INT8": "smallint", "INT16": "smallint", "INT32": "integer", "INT64": "bigint",
                     "FLOAT": "real", "DOUBLE": "double precision", "BOOL": "boolean"}
 _NUMERIC_SPECIAL = {"nan": "NaN", "inf": "Infinity", "-inf": "-Infinity"}
+#: PostgreSQL's constructs DuckDB's parser lacks, by the group of their syntax error that matched.
+_NO_GRAMMAR = {1: "IS NORMALIZED", 2: "IS DOCUMENT", 3: "FROM ONLY", 4: "a row-locking clause or ORDER BY ... USING"}
 #: DuckDB's errors :func:`run_query` raises otherwise, the first that matches: (DuckDB's
 #: error, the exception raised, its message from the match).
 _ERRORS = (
@@ -303,6 +305,16 @@ _ERRORS = (
                 r".*?(FETCH) FIRST .*? WITH TIES", re.DOTALL), UnsupportedSQL,
      lambda m: f"{'OVERLAPS' if m.group(1) else 'FETCH FIRST ... WITH TIES'} is not supported by colmz (DuckDB's "
                "grammar has none)"),
+    (re.compile(r'Parser Error: syntax error at or near "(?:(NORMALIZED|NFC|NFD|NFKC|NFKD)|(DOCUMENT)|(ONLY))"'
+                r'|Parser Error: syntax error at or near "(?:FOR|USING)".*?\b(FOR (?:NO KEY )?UPDATE|FOR (?:KEY )?SHARE'
+                r'|ORDER BY .*? USING)', re.IGNORECASE | re.DOTALL), UnsupportedSQL,
+     lambda m: f"{_NO_GRAMMAR[m.lastindex]} is not supported by colmz (DuckDB's grammar has none)"),
+    (re.compile(r"Parser Error: Sample method Bernoulli cannot be used"), UnsupportedSQL,
+     lambda m: "TABLESAMPLE BERNOULLI is not supported by colmz (DuckDB reads its argument as a row count)"),
+    (re.compile(r"Binder Error: UNNEST\(\) can only be applied to lists, structs and NULL, not VARCHAR"), UnsupportedSQL,
+     lambda m: "op ANY/ALL of a string literal is not supported by colmz: write the array's type, e.g. '{1,2}'::int[]"),
+    (re.compile(r"Binder Error: Cannot extract field '(\w+)' from expression \W*\"?row\"?\("), UnsupportedSQL,
+     lambda m: f"a field ({m.group(1)}) of ROW(...) is not supported by colmz"),
     # DuckDB computes a smallint with an integer literal as smallint, PostgreSQL as integer
     (re.compile(r"Out of Range Error: Overflow in \w+ of INT16"), UnsupportedSQL,
      lambda m: "smallint arithmetic past smallint's range is not supported by colmz (PostgreSQL computes a "

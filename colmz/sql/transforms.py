@@ -365,9 +365,7 @@ def _extract(c: Call) -> str | None:
     # PostgreSQL's seconds and milliseconds keep their fraction; DuckDB's are whole.
     if u in _SECOND_UNITS or u in _MILLI_UNITS:
         return f"(date_part('microsecond', {x}) / {'1000000.0' if u in _SECOND_UNITS else '1000.0'})"
-    # PostgreSQL's extract is a numeric: DuckDB's whole parts (a BIGINT) made a DECIMAL, so
-    # that extract(day FROM ts) / 2 divides as numeric (a double one, epoch's, stays a double)
-    return f"(date_part('{_UNIT_SPELLINGS.get(u, u)}', {x}) + {NUMERIC_CAST})"
+    return f"date_part('{_UNIT_SPELLINGS.get(u, u)}', {x})"
 
 
 @_plain(2)
@@ -844,6 +842,9 @@ def may_transform(text: str, toks) -> bool:
         elif k == "number":
             if "." in t.text or "e" in t.text or "E" in t.text or t.text in _SMALLEST_MAGNITUDES:
                 return True
+            if ((i > 0 and toks[i - 1].text in _COMPARE_OPS) or (i + 1 < n and toks[i + 1].text in _COMPARE_OPS)) \
+                    and any(x.text in _MOVED_OPS for x in toks[max(0, i - 4) : i + 5]):
+                return True  # maybe arithmetic compared with a constant (_moved_constant)
         elif k == "string":
             if t.text in _INF_TEXTS:
                 return True  # maybe a date or time's input: DuckDB's infinity, PostgreSQL's error
@@ -866,7 +867,7 @@ def may_transform(text: str, toks) -> bool:
                 opens.append(i)
     # (the tokens split a shift operator: << is two "<")
     return _MAY_COMPARE_ROWS.search(text) is not None or (opens and _may_row_item(toks, opens)) \
-        or _may_name_derived(toks) or "<<" in text or ">>" in text or _MAY_MOVE_CONSTANT.search(text) is not None
+        or _may_name_derived(toks) or "<<" in text or ">>" in text
 
 
 def _may_row_item(toks, opens: list[int]) -> bool:
@@ -962,9 +963,9 @@ def _own_roots(d: Query, tables: bool = True) -> list[tuple[Expression, bool]]:
 #: NULL`` (a superset; the tree decides).
 _MAY_COMPARE_ROWS = re.compile(
     r"\)\s*(=|<>|!=|<=|>=|<|>|in\b|not\s+in\b)\s*(\(|row\b)|\)\s*is\s+(not\s+)?null\b", re.IGNORECASE)
-# arithmetic beside a comparison with a number: maybe one whose constant DuckDB moves (_moved_constant)
-_MAY_MOVE_CONSTANT = re.compile(r"[-+*]\s*[\w.]+\s*(?:=|<>|!=|<=|>=|<|>)\s*[-+(]*\s*\d"
-                                r"|\d\s*(?:=|<>|!=|<=|>=|<|>)\s*[-(]*\s*[\w.]+\s*[-+*]")
+# a number beside a comparison, arithmetic near it: maybe a constant DuckDB moves (_moved_constant)
+_COMPARE_OPS = frozenset({"=", "<", ">", "<=", ">=", "<>", "!="})
+_MOVED_OPS = frozenset({"+", "-", "*"})
 _ROW_TESTS = {"OPERATOR_IS_NULL": "IS NULL", "OPERATOR_IS_NOT_NULL": "IS NOT NULL"}
 
 
@@ -2994,6 +2995,19 @@ def _unmoved(c: Call) -> str:
 _when(("COMPARISON",), _unmoved, lambda e, w: _moved_constant(e) is not None)
 
 
+
+
+def _extract_divided(e: Expression, w: _Walk) -> bool:
+    # Whether division ``e`` has an extract among its operands' leaves: PostgreSQL's extract
+    # is a numeric, DuckDB's of a whole unit a BIGINT (extract(day FROM ts) / 2 is 0.5, not 0)
+    return e.cls == "FUNCTION" and len(e.children) == 2 and any(
+        n.cls == "FUNCTION" and n.name == ("date_part",) and n.start >= 0
+        and w.text[n.start : n.start + 7].lower() == "extract" for k in e.children for n in arith_leaves(k))
+
+
+# (the dividend made a DECIMAL: DuckDB divides a decimal as a double, and a double stays one)
+_when(("/", "//"), lambda c: f"(({c.args[0]}) + {NUMERIC_CAST}) / ({c.args[1]})", _extract_divided,
+      words=("extract",))
 _when(("%",), lambda c: f"{MOD}({c.args[0]}, {c.args[1]})", lambda e, w: e.cls == "FUNCTION"
       and len(e.children) == 2, ops=("%",))
 # PostgreSQL shifts an integer by its count modulo the width (1 << 32 is 1, 1 >> 32 is 1);
