@@ -2403,4 +2403,81 @@ QUERIES = [
     ('wrongc_fail_date_as_timetz', "SELECT '2024-01-01'::timetz AS a"),
     ('wrongc_fail_date_text_as_time', "SELECT CAST(joined::text AS time) AS a FROM people"),
     ('wrongc_fail_extract_dec', "SELECT extract(dec FROM DATE '2024-01-01') AS a"),
+    # --- hunt4: numeric text and overflows DuckDB hides (fixed, PostgreSQL's error, or refused), edges that match
+    ('hunt4_numeric_pp_text', "SELECT 0.001::numeric(3,3)::text AS a, (-0.5)::numeric(1,1)::text AS b, 0::numeric(2,2)::text AS c, "
+                              "'x' || 0.5::numeric(1,1) AS d, concat(0.25::numeric(2,2), '') AS e"),
+    ('hunt4_numeric_pp_of_column', 'SELECT k, (k::numeric / 10)::numeric(2,2)::text AS a FROM nums WHERE k < 3 ORDER BY k'),
+    ('hunt4_numeric_pp_to_jsonb', 'SELECT to_jsonb(0.001::numeric(3,3)) AS a, jsonb_build_array(0.5::numeric(1,1), (-0.01)::numeric(2,2)) AS b'),
+    ('hunt4_window_avg_text', 'SELECT id, avg(amount) OVER (ORDER BY id ROWS BETWEEN 1 PRECEDING AND 1 FOLLOWING)::text AS a FROM orders ORDER BY id'),
+    ('hunt4_window_stddev_concat', "SELECT id, 'x' || stddev(amount) OVER () AS a FROM orders ORDER BY id"),
+    ('hunt4_numeric_power_text', 'SELECT (2::numeric ^ 10)::text AS a'),
+    ('hunt4_jsonb_of_division', "SELECT to_jsonb(amount / 3.0) AS a, jsonb_build_object('a', amount / 4.0) AS b FROM orders ORDER BY id"),
+    ('hunt4_jsonb_agg_of_avg_column', 'SELECT jsonb_agg(a) AS j FROM (SELECT avg(amount) AS a FROM orders GROUP BY status) t'),
+    ('hunt4_jsonb_of_integer_division', 'SELECT to_jsonb(x / 2) AS a, to_jsonb(x % 4) AS b FROM nums ORDER BY k, x'),
+    ('hunt4_numeric_nan_to_typmod', "SELECT CAST(f AS numeric(10,3)) AS a FROM nums WHERE k = 2"),
+    ('hunt4_gcd_lcm', 'SELECT gcd(12, 18) AS a, lcm(4, 6) AS b, gcd(-12, 18) AS c, lcm(-4, 6) AS d, gcd(0, 0) AS e, '
+                      'gcd(12::bigint, 18) AS f, lcm(k, 4) AS g FROM nums ORDER BY k, x'),
+    ('hunt4_lengths_are_integers', "SELECT id, length(name) AS a, char_length(name) AS b, character_length(name) AS c, "
+                                   "strpos(name, 'e') AS d, position('e' IN name) AS e, bit_length(name) AS f, "
+                                   "length(name) * 100000000 AS g FROM people ORDER BY id"),
+    ('hunt4_compared_arithmetic_fits', 'SELECT id FROM people WHERE age + 1 > 30 AND 2 * age >= 60 AND -age < 0 ORDER BY id'),
+    ('hunt4_compared_arithmetic_select', 'SELECT k, x * 2 > 0 AS a, 1 - k < 0 AS b FROM nums WHERE x < 100 ORDER BY k, x'),
+    ('hunt4_fail_int_plus_compared', 'SELECT id FROM people WHERE age + 2147483647 > 0'),
+    ('hunt4_fail_int_times_compared_in_select', 'SELECT id, age * 100000000 > 0 AS a FROM people'),
+    ('hunt4_fail_negated_times_compared', 'SELECT id FROM people WHERE 0 < -age * 100000000'),
+    ('hunt4_fail_bigint_times_compared', 'SELECT id FROM orders WHERE amount * 9223372036854775807 > 0'),
+    ('hunt4_fail_int_literal_overflow', 'SELECT 2147483647 + 1 AS a'),
+    ('hunt4_fail_lcm_out_of_range', 'SELECT lcm(2147483647, 2) AS a'),
+    ('hunt4_fail_gcd_out_of_range', 'SELECT gcd((-2147483648)::int, 0) AS a'),
+    ('hunt4_fail_lcm_of_smallints', 'SELECT lcm(12::int2, 18::int2) AS a'),
+    ('hunt4_fail_length_times', 'SELECT length(name) * 1000000000 AS a FROM people'),
+    ('hunt4_fail_strpos_plus', "SELECT strpos(name, 'e') + 2147483647 AS a FROM people"),
+    ('hunt4_fail_jsonb_number_to_boolean', "SELECT (body -> 'a')::bool AS a FROM docs WHERE id = 1"),
+    ('hunt4_fail_jsonb_string_to_boolean', "SELECT ('\"t\"'::jsonb)::bool AS a"),
+    ('hunt4_fail_jsonb_column_to_boolean', 'SELECT j::boolean AS a FROM jnums WHERE id = 1'),
+    ('hunt4_jsonb_to_boolean', "SELECT j::bool AS a, ('false'::jsonb)::boolean AS b FROM jnums WHERE id = 14"),
+    ('hunt4_fail_max_of_jsonb', 'SELECT max(j) AS a FROM jnums'),
+    ('hunt4_fail_min_of_jsonb_arrow', "SELECT min(body -> 'a') AS a FROM docs"),
+    ('hunt4_fail_max_of_json', 'SELECT max(j) AS a FROM jdocs'),
+    ('hunt4_fail_max_of_jsonb_window', 'SELECT id, max(body) OVER () AS a FROM docs'),
+    ('hunt4_max_of_jsonb_text', "SELECT max(j::text) AS a, min(j ->> 'a') AS b FROM jnums"),
+    ('hunt4_string_edges', "SELECT substr('hello', 0, 2) AS a, substr('hello', -1, 3) AS b, left('hello', -2) AS c, "
+                           "right('hello', -2) AS d, lpad('hi', 5, 'xy') AS e, lpad('hello', 2) AS f, repeat('ab', -1) AS g, "
+                           "position('' IN 'abc') AS h, split_part('a,b,c', ',', -1) AS i, replace('abc', '', 'x') AS j, "
+                           "translate('hello', 'elo', 'i') AS k, concat_ws(',', 'a', NULL, 'b') AS l"),
+    ('hunt4_quote_functions', "SELECT quote_ident('Abc') AS a, quote_ident('a\"b') AS b, quote_literal('it''s') AS c, "
+                              "quote_literal(42) AS d, quote_literal(E'a\\\\b') AS e, quote_nullable(NULL) AS f"),
+    ('hunt4_window_exclude_groups', 'SELECT id, sum(amount) OVER (ORDER BY id GROUPS BETWEEN 1 PRECEDING AND 1 FOLLOWING '
+                                    'EXCLUDE CURRENT ROW) AS a, sum(amount) OVER (ORDER BY amount, id RANGE BETWEEN UNBOUNDED '
+                                    'PRECEDING AND UNBOUNDED FOLLOWING EXCLUDE GROUP) AS b FROM orders ORDER BY id'),
+    ('hunt4_window_range_interval', "SELECT id, count(*) OVER (ORDER BY ts RANGE BETWEEN INTERVAL '1 day' PRECEDING AND "
+                                    "INTERVAL '1 day' FOLLOWING) AS a FROM orders ORDER BY id"),
+    ('hunt4_window_nth_value_frame', 'SELECT id, nth_value(name, 3) OVER (ORDER BY id ROWS BETWEEN 1 PRECEDING AND 1 FOLLOWING) AS a, '
+                                     'ntile(3) OVER (ORDER BY id) AS b, cume_dist() OVER (ORDER BY age) AS c FROM people ORDER BY id'),
+    ('hunt4_exists_limit_zero', 'SELECT EXISTS (SELECT 1 FROM people LIMIT 0) AS a, EXISTS (SELECT NULL) AS b'),
+    ('hunt4_age_across_month_ends', "SELECT age(TIMESTAMP '2024-03-01', TIMESTAMP '2024-01-31')::text AS a, "
+                                    "age(TIMESTAMP '2024-01-31', TIMESTAMP '2024-03-01')::text AS b, "
+                                    "age(DATE '2024-03-31', DATE '2024-02-29')::text AS c"),
+    ('hunt4_justify_negative', "SELECT justify_hours(INTERVAL '-25 hours')::text AS a, justify_days(INTERVAL '-35 days')::text AS b, "
+                               "justify_interval(INTERVAL '1 mon -1 hour')::text AS c, justify_interval(INTERVAL '-1 mon 35 days')::text AS d"),
+    ('hunt4_extract_divided', 'SELECT id, extract(day FROM ts) / 2 AS a, extract(year FROM ts) / extract(month FROM ts) AS b, '
+                              'floor(extract(day FROM ts) / 7) AS c FROM orders ORDER BY id'),
+    ('hunt4_extract_divided_constants', "SELECT extract(year FROM TIMESTAMP '2024-01-01') / 5 AS a, "
+                                        "extract(month FROM DATE '2024-05-01') / 2 AS b, extract(day FROM INTERVAL '3 days') / 2 AS c"),
+    ('hunt4_extract_divided_text', 'SELECT (extract(day FROM ts) / 2)::text AS a FROM orders ORDER BY id'),
+    ('hunt4_extract_kept_whole', "SELECT id, extract(day FROM ts)::text AS a, 'q' || extract(quarter FROM ts) AS b, "
+                                 "extract(hour FROM ts) * 60 + extract(minute FROM ts) AS c, to_jsonb(extract(day FROM ts)) AS d "
+                                 "FROM orders ORDER BY id"),
+    ('hunt4_integer_lengths_of_arrays', 'SELECT array_length(ARRAY[1, 2], 1) AS a, cardinality(ARRAY[[1, 2], [3, 4]]) AS b, '
+                                        "array_upper(ARRAY[1], 1) AS c, octet_length('héllo') AS d, ntile(2) OVER () AS e"),
+    ('hunt4_fail_array_length_times', 'SELECT array_length(ARRAY[1, 2], 1) * 2000000000 AS a'),
+    ('hunt4_fail_cardinality_times', 'SELECT cardinality(ARRAY[1, 2]) * 2000000000 AS a'),
+    ('hunt4_fail_octet_length_times', "SELECT octet_length('ab') * 2000000000 AS a"),
+    ('hunt4_fail_ntile_times', 'SELECT id, ntile(2) OVER (ORDER BY id) * 2000000000 AS a FROM people'),
+    ('hunt4_is_normalized', "SELECT 'abc' IS NORMALIZED AS a, name IS NOT NFC NORMALIZED AS b FROM people"),
+    ('hunt4_row_locking', 'SELECT id FROM people ORDER BY id FOR UPDATE'),
+    ('hunt4_from_only', 'SELECT id FROM ONLY people ORDER BY id'),
+    ('hunt4_order_by_using', 'SELECT id FROM people ORDER BY id USING >'),
+    ('hunt4_tablesample_bernoulli', 'SELECT id FROM people TABLESAMPLE BERNOULLI (100) ORDER BY id'),
+    ('hunt4_any_of_string_literal', "SELECT id FROM people WHERE age = ANY ('{25,30}') ORDER BY id"),
 ]

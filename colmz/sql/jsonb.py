@@ -48,6 +48,7 @@ import struct
 from colmz.sql.build import RESERVED_PREFIX
 from colmz.sql.errors import SQLError, UnsupportedSQL
 from colmz.sql.numeric import (
+    DECIMAL_TEXT,
     NUMERIC_IN,
     NUMERIC_IN_GUARD,
     WIDE_DECIMAL_REFUSAL,
@@ -599,6 +600,7 @@ JSONB_QUOTE = P + "jsonb_quote"
 JSONB_FLOAT8 = P + "jsonb_float8"
 JSONB_FLOAT4 = P + "jsonb_float4"
 TO_JSONB = P + "to_jsonb"
+TO_JSONB_NUMERIC = P + "to_jsonb_numeric"
 #: :func:`jsonb_key` of a jsonb text: what a comparison, an ORDER BY, a GROUP BY of jsonb reads.
 JSONB_KEY = P + "jsonb_key"
 #: :func:`jsonb_plain` of a jsonb text: what DISTINCT, GROUP BY, a set operation of jsonb read.
@@ -647,8 +649,8 @@ MACROS = (
     f"CREATE OR REPLACE MACRO {TO_JSONB}(x) AS CASE WHEN x IS NULL THEN NULL "
     "WHEN typeof(x) = 'JSON' THEN CAST(x AS VARCHAR) "
     f"WHEN {wide_decimal('typeof(x)')} THEN {WIDE_DECIMAL_REFUSAL} "
-    f"WHEN typeof(x) IN ({', '.join(repr(t) for t in _INTEGERS)}) OR typeof(x) LIKE 'DECIMAL%' "
-    "THEN CAST(x AS VARCHAR) "
+    f"WHEN typeof(x) IN ({', '.join(repr(t) for t in _INTEGERS)}) THEN CAST(x AS VARCHAR) "
+    f"WHEN typeof(x) LIKE 'DECIMAL%' THEN {DECIMAL_TEXT}(x) "
     "WHEN typeof(x) = 'BOOLEAN' THEN CAST(x AS VARCHAR) "
     f"WHEN typeof(x) = 'DOUBLE' THEN {JSONB_FLOAT8}(TRY_CAST(x AS DOUBLE)) "
     f"WHEN typeof(x) = 'FLOAT' THEN {JSONB_FLOAT4}(TRY_CAST(x AS FLOAT)) "
@@ -656,6 +658,12 @@ MACROS = (
     "WHEN typeof(x) = 'VARCHAR' THEN error('a text value (or a jsonb column: colmz keeps those as text) "
     "turned into jsonb is not supported by colmz: cast it, x::text or x::jsonb') "
     "ELSE error('a value of type ' || typeof(x) || ' turned into jsonb is not supported by colmz') END",
+    # a value that may be a PostgreSQL numeric DuckDB computes as a double (avg, a division):
+    # PostgreSQL's jsonb number has the numeric's digits and scale
+    f"CREATE OR REPLACE MACRO {TO_JSONB_NUMERIC}(x) AS CASE WHEN typeof(x) = 'DOUBLE' THEN error('a numeric "
+    "value colmz computes as a double (a division, avg, a numeric function) turned into jsonb is not supported "
+    f"by colmz: PostgreSQL keeps its numeric digits and scale; cast it to float8 or round(x, n) first') "
+    f"ELSE {TO_JSONB}(x) END",
 )
 
 
@@ -753,8 +761,9 @@ def visibly_text(node, text: str) -> bool:
     return _visibly(node, text) == "text" and not (node.cls == "FUNCTION" and node.name == ("||",))
 
 
-def _to_jsonb(node, rendered: str, text: str) -> str:
-    # the jsonb text of a value (NULL for NULL)
+def _to_jsonb(node, rendered: str, c) -> str:
+    # the jsonb text of a value (NULL for NULL), an argument of call ``c``
+    text = c.text
     kind = _visibly(node, text)
     if node.literal is not None and node.literal.kind == "NULL_LITERAL":
         return "CAST(NULL AS VARCHAR)"
@@ -764,12 +773,14 @@ def _to_jsonb(node, rendered: str, text: str) -> str:
         return f"{JSONB_QUOTE}(CAST({rendered} AS VARCHAR))"
     if kind == "jsonb":
         return f"CAST({rendered} AS VARCHAR)"
-    return f"{TO_JSONB}({rendered})"
+    from colmz.sql.translate import numeric_source  # translate imports this module
+
+    return f"{TO_JSONB_NUMERIC if numeric_source(node, text, c.numeric_names()) else TO_JSONB}({rendered})"
 
 
-def _element(node, rendered: str, text: str) -> str:
+def _element(node, rendered: str, c) -> str:
     # a value inside a container: NULL is null
-    return f"coalesce({_to_jsonb(node, rendered, text)}, 'null')"
+    return f"coalesce({_to_jsonb(node, rendered, c)}, 'null')"
 
 
 def _as_jsonb(expr: str) -> str:
@@ -796,7 +807,7 @@ def _unary(template: str):
 
 def _to_jsonb_call(c):
     a = _scalar(c, 1)
-    return None if a is None else _as_jsonb(_to_jsonb(c.arguments[0], a[0], c.text))
+    return None if a is None else _as_jsonb(_to_jsonb(c.arguments[0], a[0], c))
 
 
 def _build_object_call(c):
@@ -805,7 +816,7 @@ def _build_object_call(c):
     nodes, args = c.arguments, c.args
     if len(args) % 2:
         raise SQLError("argument list must have even number of elements")
-    pairs = ", ".join(f"[CAST({args[i]} AS VARCHAR), {_element(nodes[i + 1], args[i + 1], c.text)}]"
+    pairs = ", ".join(f"[CAST({args[i]} AS VARCHAR), {_element(nodes[i + 1], args[i + 1], c)}]"
                       for i in range(0, len(args), 2))
     return _as_jsonb(f"{JSONB_BUILD_OBJECT}(CAST([{pairs}] AS VARCHAR[][]))")
 
@@ -813,7 +824,7 @@ def _build_object_call(c):
 def _build_array_call(c):
     if not c.plain:
         return None
-    items = ", ".join(_element(n, a, c.text) for n, a in zip(c.arguments, c.args))
+    items = ", ".join(_element(n, a, c) for n, a in zip(c.arguments, c.args))
     return _as_jsonb(f"{JSONB_BUILD_ARRAY}(CAST([{items}] AS VARCHAR[]))")
 
 
@@ -834,7 +845,7 @@ def _aggregate(builder: str, arity: int):
         if len(c.arguments) != arity or c.arguments[0].start < 0:
             return None
         head, tail = _aggregate_parts(c)
-        x = _element(c.arguments[-1], c.args[-1], c.text)
+        x = _element(c.arguments[-1], c.args[-1], c)
         item = x if arity == 1 else f"[CAST({c.args[0]} AS VARCHAR), {x}]"
         return _as_jsonb(f"{builder}(list({head}{item}{tail})")
     return rule

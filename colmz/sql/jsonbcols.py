@@ -665,6 +665,12 @@ def _expression(e: Expression, scope, text: str, edits: list) -> None:
             raise SQLError(f"cannot cast type json to {text[kids[1].start:kids[1].end].lower()}")
         if fn in _INT_CASTS and len(kids) == 1 and _json_doc(kids[0], scope, text):
             raise SQLError(f"cannot cast type json to {_INT_CASTS[fn]}")
+        if n.cls in ("FUNCTION", "WINDOW") and n.name in (("max",), ("min",)) and kids:
+            # PostgreSQL orders jsonb but has no max or min of it (a window's argument is its first child)
+            arg = min(kids, key=lambda k: k.start)
+            kind = "json" if _json_doc(arg, scope, text) else scope.kind(arg)
+            if kind in ("json", "jsonb"):
+                raise SQLError(f"function {n.name[0]}({kind}) does not exist")
         target = _scalar_target(n, text)
         if target is not None and kids[0].start >= 0 and scope.kind(_float_read(kids[0])) == "jsonb":
             # jsonb to a number or boolean: PostgreSQL's error for another kind of value

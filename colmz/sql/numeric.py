@@ -45,7 +45,7 @@ import pyarrow as pa
 
 from colmz.sql.build import RESERVED_PREFIX
 
-__all__ = ["MAX_DIGITS", "NUMERIC_IN", "WIDE_DECIMALS", "WIDE_DECIMAL_REFUSAL", "wide_decimal", "NUMERIC_IN_GUARD", "NUMERIC_MACROS", "NUMERIC_TYPMOD", "TEXT_NUMERIC_FUNCTIONS",
+__all__ = ["MAX_DIGITS", "DECIMAL_TEXT", "NUMERIC_IN", "WIDE_DECIMALS", "WIDE_DECIMAL_REFUSAL", "wide_decimal", "NUMERIC_IN_GUARD", "NUMERIC_MACROS", "NUMERIC_TYPMOD", "TEXT_NUMERIC_FUNCTIONS",
            "TEXT_NUMERIC_SCALE", "TEXT_NUMERIC_TYPE", "PgNumeric", "combine", "divide", "float4_text", "float8_text",
            "literal_text", "numeric_in", "numeric_typmod", "parse_literal"]
 
@@ -383,7 +383,14 @@ def wide_decimal(typeof: str) -> str:
 
 #: ``NUMERIC_IN_GUARD(x)``: ``x`` unless it is a decimal or a double (a value computed from a
 #: NUMERIC_IN, whose scale may be wider than PostgreSQL's), whose text is refused.
+#: The macro of PostgreSQL's text of a DECIMAL: DuckDB's, but a DECIMAL(p, p)'s (whether
+#: it is one is folded when DuckDB binds the query) with its leading zero (DuckDB prints
+#: 0.001 as .001, PostgreSQL as 0.001, also inside jsonb).
+DECIMAL_TEXT = RESERVED_PREFIX + "decimal_text"
 NUMERIC_MACROS = (
+    f"CREATE OR REPLACE MACRO {DECIMAL_TEXT}(x) AS CASE WHEN typeof(x) LIKE 'DECIMAL(%' AND "
+    "split_part(typeof(x), ',', 1) = 'DECIMAL(' || rtrim(split_part(typeof(x), ',', 2), ')') "
+    "THEN regexp_replace(CAST(x AS VARCHAR), '^(-?)[.]', '\\10.') ELSE CAST(x AS VARCHAR) END",
     f"CREATE OR REPLACE MACRO {NUMERIC_IN_GUARD}(x) AS CASE WHEN typeof(x) LIKE 'DECIMAL%' OR typeof(x) = 'DOUBLE' "
     "THEN error('the text of a numeric read from text (x::numeric, x text) is not supported by colmz (PostgreSQL "
     f"prints the scale each value is written with, colmz holds it as {TEXT_NUMERIC_TYPE}): cast it to "

@@ -1266,10 +1266,12 @@ TYPED_MACROS = (
     (f"CREATE OR REPLACE MACRO {ENCODE}(x BLOB, f) AS {_ENCODE_BYTES}(x, f), (x, f) AS CAST(error('encode() of "
      "a value that is not bytea is not supported by colmz (PostgreSQL encodes bytea only)') AS VARCHAR)",
      f"CREATE OR REPLACE MACRO {ENCODE}(x, f) AS {_ENCODE_BYTES}(x, f)"),
-    (f"CREATE OR REPLACE MACRO {LENGTH}(x BLOB) AS CAST(octet_length(x) AS INTEGER), (x) AS length(x)",
-     f"CREATE OR REPLACE MACRO {LENGTH}(x) AS length(x)"),
-    (f"CREATE OR REPLACE MACRO {BIT_LENGTH}(x BLOB) AS CAST(octet_length(x) * 8 AS INTEGER), (x) AS bit_length(x)",
-     f"CREATE OR REPLACE MACRO {BIT_LENGTH}(x) AS bit_length(x)"),
+    # (PostgreSQL's lengths are integers, DuckDB's bigints: length(x) * 1000000000 overflows)
+    (f"CREATE OR REPLACE MACRO {LENGTH}(x BLOB) AS CAST(octet_length(x) AS INTEGER), (x) AS CAST(length(x) AS INTEGER)",
+     f"CREATE OR REPLACE MACRO {LENGTH}(x) AS CAST(length(x) AS INTEGER)"),
+    (f"CREATE OR REPLACE MACRO {BIT_LENGTH}(x BLOB) AS CAST(octet_length(x) * 8 AS INTEGER), "
+     "(x) AS CAST(bit_length(x) AS INTEGER)",
+     f"CREATE OR REPLACE MACRO {BIT_LENGTH}(x) AS CAST(bit_length(x) AS INTEGER)"),
     *((f"CREATE OR REPLACE MACRO {SHA[f]}(x BLOB) AS {_SHA[f]}(x), (x) AS CAST(error('{f}() of a value that is "
        "not bytea is not supported by colmz (PostgreSQL hashes bytea only)') AS BLOB)",
        f"CREATE OR REPLACE MACRO {SHA[f]}(x) AS {_SHA[f]}(x)") for f in _SHA),
@@ -1482,6 +1484,9 @@ CALLS = {
     "date_bin": _call(DATE_BIN, (3,)),
     **{f: _call(m, (1,)) for f, m in JUSTIFY.items()},
     "encode": _encode, "decode": _call(DECODE, (2,)), "length": _length,
+    "char_length": _call(LENGTH, (1,)), "character_length": _call(LENGTH, (1,)),
+    # an integer in PostgreSQL, a bigint in DuckDB
+    **dict.fromkeys(("strpos", "position"), lambda c: f"CAST({c.by(None)} AS INTEGER)" if c.plain else None),
     "quote_ident": _call(QUOTE_IDENT, (1,)),
     "quote_literal": _call(QUOTE_LITERAL, (1,)),
     "quote_nullable": lambda c: f"coalesce({_call(QUOTE_LITERAL, (1,))(c)}, 'NULL')"

@@ -217,6 +217,9 @@ def _UDF_ERROR(message: str) -> re.Pattern:  # noqa: N802 - reads as the pattern
 #: PostgreSQL's name of each type DuckDB's cast error names.
 _PG_TYPE_OF_DUCK = {"INT8": "smallint", "INT16": "smallint", "INT32": "integer", "INT64": "bigint",
                     "FLOAT": "real", "DOUBLE": "double precision", "BOOL": "boolean"}
+_NUMERIC_SPECIAL = {"nan": "NaN", "inf": "Infinity", "-inf": "-Infinity"}
+#: PostgreSQL's constructs DuckDB's parser lacks, by the group of their syntax error that matched.
+_NO_GRAMMAR = {1: "IS NORMALIZED", 2: "IS DOCUMENT", 3: "FROM ONLY", 4: "a row-locking clause or ORDER BY ... USING"}
 #: DuckDB's errors :func:`run_query` raises otherwise, the first that matches: (DuckDB's
 #: error, the exception raised, its message from the match).
 _ERRORS = (
@@ -233,6 +236,7 @@ _ERRORS = (
                 r"|a negative number raised to a non-integer power yields a complex result"
                 r"|negative substring length not allowed|unit \"\w+\" not (?:supported|recognized) for type [\w ]+"
                 r"|cannot cast type [\w ]+ to [\w ]+|(?:smallint|integer|bigint) out of range"
+                r"|function \w+\(smallint, smallint\) is not unique"
                 r"|\"-?[\d.]+\" is out of range for type (?:real|double precision)|"
                 + pgfuncs.ERROR_MESSAGES + "|field position must not be zero)$"), SQLError,
      lambda m: m.group(1)),
@@ -245,6 +249,13 @@ _ERRORS = (
     (re.compile(r"'\+\((VARCHAR|STRING_LITERAL), DECIMAL\(1,0\)\)'"), UnsupportedSQL,
      lambda m: "a cast of text to numeric is not supported by colmz (PostgreSQL keeps the scale each value is "
                "written with): cast to numeric(p, s) or float8"),
+    # DuckDB's integer overflow of + - * (PostgreSQL checks the same operators): PostgreSQL's words
+    (re.compile(r"Out of Range Error: Overflow in (?:addition|subtraction|multiplication) of (INT32|INT64) "),
+     SQLError, lambda m: f"{_PG_TYPE_OF_DUCK[m.group(1)]} out of range"),
+    # a double's NaN or infinity cast to numeric (PostgreSQL's numeric holds them, DuckDB's DECIMAL not)
+    (re.compile(r"Conversion Error: Could not cast value (nan|-?inf) to DECIMAL"), UnsupportedSQL,
+     lambda m: f"numeric '{_NUMERIC_SPECIAL[m.group(1)]}' is not supported by colmz (DuckDB's DECIMAL has no NaN "
+               "or infinity)"),
     # Text that does not read as a number or boolean: PostgreSQL's words, without the text
     # colmz generated around the cast
     (re.compile(r"Could not convert string '(.*?)' to (INT8|INT16|INT32|INT64|FLOAT|DOUBLE|BOOL)\b", re.DOTALL),
@@ -304,6 +315,16 @@ _ERRORS = (
                 r".*?(FETCH) FIRST .*? WITH TIES", re.DOTALL), UnsupportedSQL,
      lambda m: f"{'OVERLAPS' if m.group(1) else 'FETCH FIRST ... WITH TIES'} is not supported by colmz (DuckDB's "
                "grammar has none)"),
+    (re.compile(r'Parser Error: syntax error at or near "(?:(NORMALIZED|NFC|NFD|NFKC|NFKD)|(DOCUMENT)|(ONLY))"'
+                r'|Parser Error: syntax error at or near "(?:FOR|USING)".*?\b(FOR (?:NO KEY )?UPDATE|FOR (?:KEY )?SHARE'
+                r'|ORDER BY .*? USING)', re.IGNORECASE | re.DOTALL), UnsupportedSQL,
+     lambda m: f"{_NO_GRAMMAR[m.lastindex]} is not supported by colmz (DuckDB's grammar has none)"),
+    (re.compile(r"Parser Error: Sample method Bernoulli cannot be used"), UnsupportedSQL,
+     lambda m: "TABLESAMPLE BERNOULLI is not supported by colmz (DuckDB reads its argument as a row count)"),
+    (re.compile(r"Binder Error: UNNEST\(\) can only be applied to lists, structs and NULL, not VARCHAR"), UnsupportedSQL,
+     lambda m: "op ANY/ALL of a string literal is not supported by colmz: write the array's type, e.g. '{1,2}'::int[]"),
+    (re.compile(r"Binder Error: Cannot extract field '(\w+)' from expression \W*\"?row\"?\("), UnsupportedSQL,
+     lambda m: f"a field ({m.group(1)}) of ROW(...) is not supported by colmz"),
     # DuckDB computes a smallint with an integer literal as smallint, PostgreSQL as integer
     (re.compile(r"Out of Range Error: Overflow in \w+ of INT16"), UnsupportedSQL,
      lambda m: "smallint arithmetic past smallint's range is not supported by colmz (PostgreSQL computes a "

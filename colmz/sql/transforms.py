@@ -299,8 +299,9 @@ CHECKED_MATH = {f: RESERVED_PREFIX + f for f in ("ln", "log", "log10", "sqrt", "
 #: change every cased letter: ``upper('straße')`` is ``STRAẞE`` there).
 #: ``array_upper`` is ``array_length`` (PostgreSQL's arrays written here start at 1); the
 #: array macros read every dimension (:data:`colmz.sql.translate.ARRAY_DIMENSION_MACROS`).
+#: ``gcd`` and ``lcm`` of integers are integers (DuckDB's are bigints: lcm(2147483647, 2) answers).
 CALL_MACROS = {**CHECKED_MATH, "array_upper": RESERVED_PREFIX + "array_length", **{f: RESERVED_PREFIX + f for f in (
-    "array_length", "array_lower", "array_remove", "cardinality", "octet_length", "upper", "lower")}}
+    "array_length", "array_lower", "array_remove", "cardinality", "octet_length", "upper", "lower", "gcd", "lcm")}}
 
 
 def _rename(new: str) -> Rule:
@@ -853,6 +854,9 @@ def may_transform(text: str, toks) -> bool:
         elif k == "number":
             if "." in t.text or "e" in t.text or "E" in t.text or t.text in _SMALLEST_MAGNITUDES:
                 return True
+            if ((i > 0 and toks[i - 1].text in _COMPARE_OPS) or (i + 1 < n and toks[i + 1].text in _COMPARE_OPS)) \
+                    and any(x.text in _MOVED_OPS for x in toks[max(0, i - 4) : i + 5]):
+                return True  # maybe arithmetic compared with a constant (_moved_constant)
         elif k == "string":
             if t.text in _INF_TEXTS:
                 return True  # maybe a date or time's input: DuckDB's infinity, PostgreSQL's error
@@ -971,6 +975,9 @@ def _own_roots(d: Query, tables: bool = True) -> list[tuple[Expression, bool]]:
 #: NULL`` (a superset; the tree decides).
 _MAY_COMPARE_ROWS = re.compile(
     r"\)\s*(=|<>|!=|<=|>=|<|>|in\b|not\s+in\b)\s*(\(|row\b)|\)\s*is\s+(not\s+)?null\b", re.IGNORECASE)
+# a number beside a comparison, arithmetic near it: maybe a constant DuckDB moves (_moved_constant)
+_COMPARE_OPS = frozenset({"=", "<", ">", "<=", ">=", "<>", "!="})
+_MOVED_OPS = frozenset({"+", "-", "*"})
 _ROW_TESTS = {"OPERATOR_IS_NULL": "IS NULL", "OPERATOR_IS_NOT_NULL": "IS NOT NULL"}
 
 
@@ -2304,8 +2311,9 @@ TRANSFORM_MACROS = (
 #: Typed macros (DuckDB 1.4 or later); before, their fallback (a refusal when it matters).
 _ASCII = "abcdefghijklmnopqrstuvwxyz"
 TRANSFORM_TYPED_MACROS = (
-    (f"CREATE OR REPLACE MACRO {CALL_MACROS['octet_length']}(x VARCHAR) AS strlen(x), (x BLOB) AS octet_length(x)",
-     f"CREATE OR REPLACE MACRO {CALL_MACROS['octet_length']}(x) AS strlen(x)"),
+    (f"CREATE OR REPLACE MACRO {CALL_MACROS['octet_length']}(x VARCHAR) AS CAST(strlen(x) AS INTEGER), "
+     "(x BLOB) AS CAST(octet_length(x) AS INTEGER)",
+     f"CREATE OR REPLACE MACRO {CALL_MACROS['octet_length']}(x) AS CAST(strlen(x) AS INTEGER)"),
     *((f"CREATE OR REPLACE MACRO {CALL_MACROS[f]}(x VARCHAR) AS translate(x, '{a}', '{b}')",
        f"CREATE OR REPLACE MACRO {CALL_MACROS[f]}(x) AS translate(x, '{a}', '{b}')")
       for f, a, b in (("upper", _ASCII, _ASCII.upper()), ("lower", _ASCII.upper(), _ASCII))),
@@ -3000,6 +3008,52 @@ def _null_array_quantified(c: Call) -> str:
 
 _when(("SUBQUERY", "OPERATOR_NOT"), _null_array_quantified, lambda e, w: _quantified_array(e, w) is not None,
       words=("any", "some", "all"))
+def _constant_only(e: Expression) -> bool:
+    # Whether ``e`` is made of literals, casts and arithmetic only (DuckDB folds it).
+    return all(n.cls in ("CONSTANT", "CAST", "TYPE") or is_arith(n) for n in e.walk())
+
+
+def _moved_constant(e: Expression) -> Expression | None:
+    # The side of comparison ``e`` that DuckDB's optimizer rewrites: integer ``x + c``,
+    # ``x - c``, ``x * c`` or ``-x`` compared with a constant becomes ``x`` compared with the
+    # constant moved across (MoveConstantsRule), so the overflow PostgreSQL raises for the
+    # arithmetic (``i + 1 > 0`` of the largest integer) never happens; None when neither is.
+    if len(e.children) != 2 or e.type not in _COMPARISONS:
+        return None
+    for side, other in (e.children, e.children[::-1]):
+        if is_arith(side) and side.name[0] in ("+", "-", "*") and _constant_only(other) and (
+                len(side.children) == 1 or any(_constant_only(k) for k in side.children)):
+            return side
+    return None
+
+
+def _unmoved(c: Call) -> str:
+    # The arithmetic behind greatest() of one argument, which DuckDB's rule does not see through.
+    a, b = c.node.children
+    ta, tb = c.text_of(a), c.text_of(b)
+    if a is _moved_constant(c.node):
+        ta = f"greatest({ta})"
+    else:
+        tb = f"greatest({tb})"
+    return f"({ta}) {_COMPARISONS[c.node.type]} ({tb})"
+
+
+_when(("COMPARISON",), _unmoved, lambda e, w: _moved_constant(e) is not None)
+
+
+
+
+def _extract_divided(e: Expression, w: _Walk) -> bool:
+    # Whether division ``e`` has an extract among its operands' leaves: PostgreSQL's extract
+    # is a numeric, DuckDB's of a whole unit a BIGINT (extract(day FROM ts) / 2 is 0.5, not 0)
+    return e.cls == "FUNCTION" and len(e.children) == 2 and any(
+        n.cls == "FUNCTION" and n.name == ("date_part",) and n.start >= 0
+        and w.text[n.start : n.start + 7].lower() == "extract" for k in e.children for n in arith_leaves(k))
+
+
+# (the dividend made a DECIMAL: DuckDB divides a decimal as a double, and a double stays one)
+_when(("/", "//"), lambda c: f"(({c.args[0]}) + {NUMERIC_CAST}) / ({c.args[1]})", _extract_divided,
+      words=("extract",))
 _when(("%",), lambda c: f"{MOD}({c.args[0]}, {c.args[1]})", lambda e, w: e.cls == "FUNCTION"
       and len(e.children) == 2, ops=("%",))
 # PostgreSQL shifts an integer by its count modulo the width (1 << 32 is 1, 1 >> 32 is 1);
@@ -3028,6 +3082,7 @@ CALLS: dict[str, Rule] = {
     **dict.fromkeys(_POLYMORPHIC, _polymorphic),
     "array_agg": lambda c: f"{AGG_ARRAYS}({c.by(lambda c: _polymorphic(c) or _sorted_distinct(c))})",
     "pg_typeof": _refuse("pg_typeof() is not supported by colmz (DuckDB names its own types)"),
+    "ntile": lambda c: f"CAST({c.by(None)} AS INTEGER)" if c.window else None,  # (an integer, DuckDB's a bigint)
     "sum": _sum_of_real, "concat": _concat_call, "concat_ws": _concat_call, "avg": _avg, "mod": _macro(MOD, 2),
     "percentile_cont": lambda c: None if c.table else f"{PERCENTILE_CONT}({c.by(None)})",
     # PostgreSQL's jsonb functions, initcap, regexp_match (colmz.sql.jsonb; its operators

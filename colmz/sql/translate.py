@@ -43,6 +43,7 @@ from colmz.sql.hints import blank_hints
 from colmz.sql.jsonb import arrow_entry, refuse_spelled, spell_operators
 from colmz.sql.names import as_qualified, resolve_item
 from colmz.sql.numeric import (
+    DECIMAL_TEXT,
     NUMERIC_IN,
     NUMERIC_IN_GUARD,
     WIDE_DECIMAL_REFUSAL,
@@ -466,21 +467,23 @@ def numeric_source(e: Expression, text: str, names: frozenset[str] = frozenset()
     [True, True, False, False, False, False]
     """
     typer, stack = Typer(text, {}, {}), [e]
+    numeric = lambda n: n.cls == "CAST" and len(n.children) == 2 and (  # noqa: E731
+        " ".join(text[n.children[1].start : n.children[1].end].lower().split()) in _NUMERIC_WORDS)
     while stack:
         n = stack.pop()
         if n.cls == "CAST" and len(n.children) == 2:
-            x, t = n.children
-            if x.literal is None and " ".join(text[t.start : t.end].lower().split()) in _NUMERIC_WORDS:
+            if n.children[0].literal is None and numeric(n):
                 return True  # (translate's x + NUMERIC_CAST keeps a double a double)
             continue
         if typer.kind(n, pg=True) not in (None, "exact") or is_arith(n) and any(
                 typer.kind(k, pg=True) not in (None, "exact") or k.cls == "CAST" and k.children[-1].start < 0
                 for k in n.children):
             continue  # (PostgreSQL's value is a float, or not a number: INTERVAL '1 day' / 2)
-        name = n.name[0].lower() if n.cls == "FUNCTION" and len(n.name) == 1 else ""
+        name = n.name[0].lower() if n.cls in ("FUNCTION", "WINDOW") and len(n.name) == 1 else ""
         if name in _NUMERIC_CALLS and any(typer.kind(k, pg=True) in ("double", "real") for k in n.children):
             continue  # sqrt(x::float8): PostgreSQL's double precision function
         if (n.cls == "CONSTANT" and n.literal is not None and n.literal.kind == "NUMERIC") or name == "/" \
+                or name == "^" and any(numeric(k) for k in n.children) \
                 or name in _NUMERIC_CALLS or name in ("round", "trunc") and len(n.children) == 2 \
                 or name == "date_part" and text[n.start : n.start + 7].lower() == "extract" \
                 or n.cls == "COLUMN_REF" and n.name and n.name[-1].lower() in names:
@@ -541,6 +544,7 @@ def _text_macro(name: str, double: str, extra: str = "") -> str:
         "(PostgreSQL prints it as \\x and hex digits, DuckDB escapes bytes)') "
         f"WHEN typeof(x) = 'INTERVAL' THEN {INTERVAL_TEXT}(TRY_CAST(x AS INTERVAL)) "
         f"WHEN {wide_decimal('typeof(x)')} THEN {WIDE_DECIMAL_REFUSAL} "
+        f"WHEN typeof(x) LIKE 'DECIMAL%' THEN {DECIMAL_TEXT}(x) "
         "ELSE CAST(x AS \"varchar\") END")
 
 
@@ -562,18 +566,18 @@ FUNCTIONS = (arrow_entry(FLOAT8_TEXT_PY, float8_text, ("DOUBLE",)), arrow_entry(
 #: when DuckDB binds the query). ``array_length(a, d)`` (``array_upper``) of a dimension
 #: that is not there, or of an empty array, is NULL (DuckDB raises for d other than 1, and
 #: its length of an empty list is 0); ``cardinality`` counts every element (DuckDB's counts
-#: the outer list's).
+#: the outer list's). Each is an integer, as PostgreSQL's (DuckDB's lengths are bigints).
 ARRAY_DIMS = RESERVED_PREFIX + "array_dims"
 ARRAY_DIMENSION_MACROS = (
     f"CREATE OR REPLACE MACRO {ARRAY_DIMS}(a) AS (length(typeof(a)) - length(rtrim(typeof(a), '[]'))) // 2",
-    f"CREATE OR REPLACE MACRO {RESERVED_PREFIX}array_length(a, d) AS CASE WHEN d = 1 THEN nullif(len(a), 0) "
-    f"WHEN d > 1 AND d <= {ARRAY_DIMS}(a) THEN nullif(CAST(json_array_length(to_json(a), '$' || "
-    "repeat('[0]', d - 1)) AS BIGINT), 0) END",
+    f"CREATE OR REPLACE MACRO {RESERVED_PREFIX}array_length(a, d) AS CASE WHEN d = 1 THEN CAST(nullif(len(a), 0) AS "
+    f"INTEGER) WHEN d > 1 AND d <= {ARRAY_DIMS}(a) THEN nullif(CAST(json_array_length(to_json(a), '$' || "
+    "repeat('[0]', d - 1)) AS INTEGER), 0) END",
     f"CREATE OR REPLACE MACRO {RESERVED_PREFIX}array_lower(a, d) AS CASE WHEN "
     f"{RESERVED_PREFIX}array_length(a, d) > 0 THEN 1 END",
-    f"CREATE OR REPLACE MACRO {RESERVED_PREFIX}cardinality(a) AS CASE WHEN {ARRAY_DIMS}(a) <= 1 THEN len(a) "
-    f"ELSE CAST(list_product([json_array_length(to_json(a), "
-    f"'$' || repeat('[0]', i)) FOR i IN range({ARRAY_DIMS}(a))]) AS BIGINT) END",
+    f"CREATE OR REPLACE MACRO {RESERVED_PREFIX}cardinality(a) AS CASE WHEN {ARRAY_DIMS}(a) <= 1 THEN CAST(len(a) AS "
+    f"INTEGER) ELSE CAST(list_product([json_array_length(to_json(a), "
+    f"'$' || repeat('[0]', i)) FOR i IN range({ARRAY_DIMS}(a))]) AS INTEGER) END",
 )
 
 #: The macros of PostgreSQL's text of a value (defined on every colmz connection with
@@ -1091,6 +1095,7 @@ _POWER = ("(x, y) AS CASE WHEN x = 0 AND y < 0 THEN error('zero raised to a nega
           "yields a complex result') WHEN isinf(power(x, y)) AND NOT isinf(CAST(x AS DOUBLE)) "
           "AND NOT isinf(CAST(y AS DOUBLE)) THEN " + _FLOAT_RANGE.format(x="x + y", f="power", how="overflow")
           + " ELSE power(x, y) END")
+_INT4_OR_LESS = "('INTEGER', 'SMALLINT', 'TINYINT')"
 #: PostgreSQL's domain errors, with its messages (``src/backend/utils/adt/float.c`` and
 #: ``numeric.c``): a logarithm of zero or a negative, a square root of a negative, a power
 #: that is complex or undefined, an ``exp`` or ``power`` past the range of a double
@@ -1112,6 +1117,12 @@ MATH_MACROS = (
     + " WHEN exp(x) = 0 AND NOT isinf(CAST(x AS DOUBLE)) AND typeof(x) NOT LIKE 'DECIMAL%' "
     "THEN error('value out of range: underflow') ELSE exp(x) END",
     *(f"CREATE OR REPLACE MACRO {CHECKED_MATH[f]}" + _POWER for f in ("power", "pow")),
+    # gcd and lcm of integers (not bigints) are integers, checked as PostgreSQL's int4gcd/int4lcm
+    # (of two smallints PostgreSQL finds no one best function)
+    *(f"CREATE OR REPLACE MACRO {RESERVED_PREFIX}{f}(a, b) AS CASE WHEN typeof(a) = 'SMALLINT' AND typeof(b) = "
+      f"'SMALLINT' THEN error('function {f}(smallint, smallint) is not unique') WHEN typeof(a) IN {_INT4_OR_LESS} AND typeof(b) "
+      f"IN {_INT4_OR_LESS} AND {f}(a, b) NOT BETWEEN -2147483648 AND 2147483647 THEN error('integer out of range') "
+      f"ELSE {f}(a, b) END" for f in ("gcd", "lcm")),
     *ARRAY_DIMENSION_MACROS,
     # PostgreSQL's array_remove drops the elements not distinct from the value (NULLs too)
     f"CREATE OR REPLACE MACRO {RESERVED_PREFIX}array_remove(a, x) AS [e FOR e IN a IF e IS DISTINCT FROM x]",

@@ -80,7 +80,8 @@ def test_corpus_against_postgres(both):
 @pytest.mark.parametrize("prefix, least", [("jn_fail", 8), ("oname_fail", 7), ("tn_fail", 1), ("tj_fail", 3),
                                            ("gap_fail", 16), ("mzf_fail", 7), ("mzf2_fail", 8),
                                            ("aggarr_fail", 3), ("err_fail", 10), ("flagg_fail", 9),
-                                           ("hunt3_fail", 16), ("wrongt_fail", 15), ("wrongc_fail", 16)])
+                                           ("hunt3_fail", 16), ("wrongt_fail", 15), ("wrongc_fail", 16),
+                                           ("hunt4_fail", 21)])
 def test_errors_are_postgresqls(both, prefix, least):
     # The corpus's jn_fail_* queries (a cast of ->> / #>> text that PostgreSQL refuses),
     # oname_fail_* (an output name where PostgreSQL sees none), tn_fail_* (a text column read
@@ -92,10 +93,11 @@ def test_errors_are_postgresqls(both, prefix, least):
     # aggarr_fail_* (array_agg of arrays of different shapes, NULL or empty) and err_fail_*
     # (division by zero, colmz's checked math, a scalar subquery of several rows, 'inf' as a date),
     # flagg_fail_* (a float overflow in an aggregate or over one) and hunt3_fail_* (extract's and
-    # date_trunc's units a type lacks, casts PostgreSQL has not, nth_value's position) too, and
-    # wrongt_fail_* (a bare string literal read as the type of the values beside it) and
+    # date_trunc's units a type lacks, casts PostgreSQL has not, nth_value's position) too,
+    # wrongt_fail_* (a bare string literal read as the type of the values beside it),
     # wrongc_fail_* (a boolean to a float or numeric, jsonb to boolean or past an integer's
-    # range, a date as a time, extract's keyword dec) too.
+    # range, a date as a time, extract's keyword dec) and hunt4_fail_* (integer overflow under
+    # a comparison with a constant, gcd/lcm and lengths as integers, max/min of json and jsonb) too.
     import psycopg
 
     from colmz.sql import SQLError
