@@ -121,6 +121,11 @@ BODIES = [
     "SELECT k, v FROM t WHERE v >= (SELECT max(v) FROM t t2 WHERE t2.s = t.s)",
     "SELECT u.k, l.c FROM u LEFT JOIN LATERAL (SELECT count(*) AS c FROM t WHERE t.k = u.k AND t.v > 6) l ON true",
     "SELECT u.k, x FROM u, unnest(a) x",
+    # a LATERAL top-k ordered by columns it does not output: per correlation key still
+    "SELECT u.k, l.v, l.s FROM u, LATERAL (SELECT v, s FROM t WHERE t.k = u.k "
+    "ORDER BY v DESC NULLS LAST, s, n, f LIMIT 1) l",
+    "SELECT u.k, l.v FROM u, LATERAL (SELECT v FROM t WHERE t.k = u.k ORDER BY f NULLS FIRST, v LIMIT 2) l",
+    "SELECT u.k, l.v FROM u, LATERAL (SELECT DISTINCT ON (v) v FROM t WHERE t.k = u.k ORDER BY v, f DESC) l",
     "WITH RECURSIVE reach(a) AS (SELECT k FROM u WHERE w = 'x' UNION SELECT t.v FROM reach JOIN t ON t.k = reach.a) "
     "SELECT a FROM reach",
     # scalars over float, date, interval, jsonb and array columns
