@@ -669,12 +669,12 @@ class _Planner(JoinLowering, SubqueryLowering, ReduceLowering, SetOpLowering, Wi
             names = [c.name for c in node.schema]
             texts = {i: self.sql_text(e, names, scope.column) for i, e in sql_items.items()}
             node = self.items_segment(node, select, texts, [self.span(e) for e in sql_items.values()])
-            return self.without_order_columns(self.modifiers(node, q), shown)
+            return self.without_order_columns(self.modifiers(node, q, shown), shown)
         types = {c.name: c.type for c in node.schema}
         if temporal:
             return self.temporal(node, scope, temporal, select, q)
         node = fused(tuple(ColumnSpec(n, types[s]) for s, n in select), node, (), tuple(select))
-        return self.without_order_columns(self.modifiers(node, q), shown)
+        return self.without_order_columns(self.modifiers(node, q, shown), shown)
 
     def order_columns(self, q: Query, select, sql_items, scope: Scope) -> list[tuple[str, str]]:
         """The input columns a top-k's ``ORDER BY`` / ``DISTINCT ON`` reads that the select
@@ -731,7 +731,10 @@ class _Planner(JoinLowering, SubqueryLowering, ReduceLowering, SetOpLowering, Wi
         keep = node.schema[:shown]
         return fused(keep, node, (), tuple((c.name, c.name) for c in keep))
 
-    def modifiers(self, node: Node, q: Query) -> Node:
+    def modifiers(self, node: Node, q: Query, shown: int | None = None) -> Node:
+        """``node`` under ``q``'s ``DISTINCT [ON]``, ``ORDER BY``, ``LIMIT``/``OFFSET``:
+        ``node``'s first ``shown`` columns (all by default) are the select list's, the rest
+        hidden order columns (:meth:`order_columns`)."""
         names = [c.name for c in node.schema]
         order, limit, offset, distinct, distinct_on = (), None, 0, False, ()
         for m in q.modifiers:
@@ -763,8 +766,10 @@ class _Planner(JoinLowering, SubqueryLowering, ReduceLowering, SetOpLowering, Wi
             self.dropped_order(order)
             return node
         keys = [self.order_key(o, names, "ORDER BY") for o in order]
-        # a LATERAL subquery's rows are per correlation key (its last columns): so is its top-k
-        per = tuple(names[len(names) - self.lateral_keys[id(q)]:]) if id(q) in self.lateral_keys else ()
+        # a LATERAL subquery's rows are per correlation key (its last select items, before
+        # the hidden order columns): so is its top-k
+        end = len(names) if shown is None else shown
+        per = tuple(names[end - self.lateral_keys[id(q)]:end]) if id(q) in self.lateral_keys else ()
         if distinct_on:
             on = [self.order_key(Order(e), names, "DISTINCT ON")[0] for e in distinct_on]
             # PostgreSQL: the leading ORDER BY items are the DISTINCT ON expressions; the rest
