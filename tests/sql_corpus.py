@@ -2480,4 +2480,10 @@ QUERIES = [
     ('hunt4_order_by_using', 'SELECT id FROM people ORDER BY id USING >'),
     ('hunt4_tablesample_bernoulli', 'SELECT id FROM people TABLESAMPLE BERNOULLI (100) ORDER BY id'),
     ('hunt4_any_of_string_literal', "SELECT id FROM people WHERE age = ANY ('{25,30}') ORDER BY id"),
+    # corr and regr_slope are NULL where a sum of squares they divide by is 0 (DuckDB: NaN)
+    ('corr_zero_variance', "SELECT k, corr(x, k) AS c, regr_slope(x, k) AS s, regr_slope(k, x) AS s2, "
+                           "regr_intercept(x, k) AS i FROM nums GROUP BY k ORDER BY k"),
+    ('corr_window_filter', "SELECT k, corr(x, k) OVER (PARTITION BY k) AS w, corr(x, x) FILTER (WHERE x > 0) "
+                           "OVER () AS f FROM nums ORDER BY k, x"),
+    ('corr_nan_stays_nan', "SELECT corr(f, x) AS c, regr_slope(f, x) AS s FROM nums WHERE k = 2 OR k = 1"),
 ]

@@ -807,6 +807,18 @@ def _avg(c: Call) -> str | None:
     return f"{c.span_text(n.start, a.start)}{NOT_INTERVAL}({c.text_of(a)}){c.span_text(a.end, n.end)}"
 
 
+def _null_at_zero(*sums: str) -> Rule:
+    # PostgreSQL's corr and regr_slope are NULL where a sum of squares they divide by is 0
+    # (float8_corr, float8_regr_slope: all x equal); DuckDB's 0 / 0 is NaN. The sums are the
+    # same call renamed (its arguments, FILTER and OVER kept), so a NaN input stays NaN.
+    def rule(c: Call) -> str | None:
+        if c.table:
+            return None
+        zero = " OR ".join(f"{c.renamed(s)} = 0" for s in sums)
+        return f"CASE WHEN {zero} THEN NULL ELSE {c.by(None)} END"
+    return rule
+
+
 def _real_mixed(c: Call) -> str:
     a, b = c.node.children
     real_a = _shows_real(a, c.text)
@@ -3083,6 +3095,7 @@ CALLS: dict[str, Rule] = {
     "array_agg": lambda c: f"{AGG_ARRAYS}({c.by(lambda c: _polymorphic(c) or _sorted_distinct(c))})",
     "pg_typeof": _refuse("pg_typeof() is not supported by colmz (DuckDB names its own types)"),
     "ntile": lambda c: f"CAST({c.by(None)} AS INTEGER)" if c.window else None,  # (an integer, DuckDB's a bigint)
+    "corr": _null_at_zero("regr_sxx", "regr_syy"), "regr_slope": _null_at_zero("regr_sxx"),
     "sum": _sum_of_real, "concat": _concat_call, "concat_ws": _concat_call, "avg": _avg, "mod": _macro(MOD, 2),
     "percentile_cont": lambda c: None if c.table else f"{PERCENTILE_CONT}({c.by(None)})",
     # PostgreSQL's jsonb functions, initcap, regexp_match (colmz.sql.jsonb; its operators

@@ -94,6 +94,8 @@ BODIES = [
     "SELECT s, sum(v) AS sv, min(n) AS mn, max(f) AS mf, count(DISTINCT k) AS ck FROM t GROUP BY s",
     "SELECT count(*) AS c, sum(v) AS s, avg(v) AS a, max(s) AS mx FROM t WHERE k = 2",
     "SELECT k, sum(iv) AS si, min(iv) AS mi FROM r GROUP BY k",
+    # PostgreSQL's NULL where a sum of squares is 0 (a group of one row, of equal values)
+    "SELECT k, corr(f, n) AS c, regr_slope(f, n) AS sl, regr_slope(n, v) AS sv FROM t GROUP BY k",
     "SELECT date_trunc('month', d) AS m, count(*) AS c FROM t GROUP BY 1",
     # HAVING and grouping sets
     "SELECT k, avg(n) AS a FROM t GROUP BY k HAVING avg(n) IS NULL OR avg(n) > 1",
