@@ -2480,4 +2480,22 @@ QUERIES = [
     ('hunt4_order_by_using', 'SELECT id FROM people ORDER BY id USING >'),
     ('hunt4_tablesample_bernoulli', 'SELECT id FROM people TABLESAMPLE BERNOULLI (100) ORDER BY id'),
     ('hunt4_any_of_string_literal', "SELECT id FROM people WHERE age = ANY ('{25,30}') ORDER BY id"),
+    # a date or timestamp's input DuckDB reads otherwise: a year of zero (DuckDB's 1 BC), a signed
+    # year, 'inf' with blanks or a sign; a short year and BC refused by name
+    ('edges_fail_date_year_zero', "SELECT '0000-01-01'::date AS a"),
+    ('edges_fail_date_literal_year_zero', "SELECT DATE '0000-01-01' AS a"),
+    ('edges_fail_timestamp_year_zero', "SELECT TIMESTAMP '0000-01-01 00:00:00' AS a"),
+    ('edges_fail_date_year_zero_short', "SELECT '00-01-01'::date AS a"),
+    ('edges_fail_date_signed_year', "SELECT '-0001-01-01'::date AS a"),
+    ('edges_fail_date_inf_blank', "SELECT ' inf'::date AS a"),
+    ('edges_fail_timestamp_inf_blank', "SELECT 'inf '::timestamp AS a"),
+    ('edges_fail_date_plus_inf', "SELECT '+inf'::date AS a"),
+    ('edges_fail_date_compare_inf_blank', "SELECT id FROM people WHERE joined < ' inf'"),
+    ('edges_fail_timestamp_compare_year_zero', "SELECT id FROM orders WHERE ts > '0000-01-01 00:00'"),
+    ('edges_date_short_year', "SELECT '01-01-01'::date AS a"),
+    ('edges_timestamp_bc', "SELECT '0001-01-01 00:00 BC'::timestamp::text AS a"),
+    ('edges_date_year_one', "SELECT '0001-01-01'::date AS a, ' 2024-01-02'::date AS b"),
+    # PostgreSQL's time holds 24:00:00 (refused by name: an Arrow time ends before it)
+    ('edges_time_24', "SELECT '24:00'::time::text AS a"),
+    ('edges_time_literal_24', "SELECT (TIME '24:00:00')::text AS a"),
 ]

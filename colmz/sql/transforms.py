@@ -138,7 +138,6 @@ from __future__ import annotations
 import bisect
 import dataclasses
 import functools
-import itertools
 import re
 from collections.abc import Callable, Iterator
 from decimal import Decimal
@@ -841,7 +840,7 @@ def may_transform(text: str, toks) -> bool:
     # (there it decides as the lower case does), every token otherwise.
     if text.isascii():
         toks_at = [i for i, t in enumerate(toks) if t.upper in _MAY_WORDS or t.text in _MAY_TEXTS
-                   or t.kind in _NUMBER_QIDENT]
+                   or t.kind in _TESTED_KINDS]
     else:
         toks_at = range(n)
     for i in toks_at:
@@ -858,8 +857,8 @@ def may_transform(text: str, toks) -> bool:
                     and any(x.text in _MOVED_OPS for x in toks[max(0, i - 4) : i + 5]):
                 return True  # maybe arithmetic compared with a constant (_moved_constant)
         elif k == "string":
-            if t.text in _INF_TEXTS:
-                return True  # maybe a date or time's input: DuckDB's infinity, PostgreSQL's error
+            if _ODD_DATETIME_TOKEN.match(t.text):
+                return True  # maybe a date or time's input DuckDB reads otherwise (_datetime_text)
         elif k == "qident":
             if t.name in CALLS or t.name == "char" or (i + 1 < n and toks[i + 1].text == "(" and t.name != t.name.lower()):
                 return True  # a call of the table, or a quoted name PostgreSQL has no function of
@@ -1605,13 +1604,38 @@ def _type_rule(e: Expression, w: _Walk) -> Rule | None:
         if target in ("jsonb", "json"):
             return _json_cast
         x = e.children[0]
+        if target in _TIME_NAMES and x.literal is not None and x.literal.kind == "STRING" \
+                and re.match(r"\s*24:", x.literal.text):
+            # PostgreSQL's time holds 24:00:00, past the end of an Arrow time's day
+            raise UnsupportedSQL(f"the {_TIME_NAMES[target]} 24:00 ('{x.literal.text}') is not supported by colmz "
+                                 "(an Arrow time ends before 24:00)")
         if target in _TIME_NAMES and x.start >= 0 and (x.literal is not None and x.literal.kind == "STRING" or (
                 x.literal is None and _cast_type(x, text) in (None, *_TEXT_WORDS))):
             return _time_cast  # (text, maybe: interval::time is pgfuncs')
-        if target in _DATETIME_NAMES and (lit := e.children[0].literal) is not None and lit.kind == "STRING" \
-                and lit.text.lower() in ("inf", "-inf"):
-            raise SQLError(f'invalid input syntax for type {_DATETIME_NAMES[target]}: "{lit.text}"')
+        if target in _DATETIME_NAMES and (lit := e.children[0].literal) is not None and lit.kind == "STRING":
+            _datetime_text(lit.text, _DATETIME_NAMES[target])
     return None
+
+
+def _datetime_text(text: str, name: str) -> None:
+    # A date or timestamp's input text DuckDB reads otherwise than PostgreSQL: 'inf' (blanks
+    # or a sign about it) and a year with a sign, PostgreSQL's input errors, DuckDB's infinity
+    # or year; a year of zero, PostgreSQL's range error (DuckDB's 1 BC, which Arrow holds
+    # and Python's dates not); a year of one or two digits, which PostgreSQL may read as a
+    # month or a two-digit year; a trailing BC (DuckDB's timestamp ignores it).
+    m = _ODD_DATETIME.match(text)
+    if m is None:
+        return
+    if m.group(1) or m.group(2):
+        raise SQLError(f'invalid input syntax for type {name}: "{text}"')
+    if m.group(3):
+        raise SQLError(f'date/time field value out of range: "{text}"')
+    raise UnsupportedSQL(f"the {name} text '{text}' is not supported by colmz ("
+                         + ("a year of one or two digits, which PostgreSQL may read as a month or as 20xx)"
+                            if m.group(4) else "a year BC, which DuckDB's input ignores or refuses)"))
+
+
+_ODD_DATETIME = re.compile(r"\s*(?:([+-]?inf\s*$)|(-\d)|(0+-)|(\d\d?-)|.*\bBC\s*$)", re.IGNORECASE | re.DOTALL)
 
 
 #: PostgreSQL's names of the date and time types by their spellings: their input reads
@@ -3144,13 +3168,13 @@ def _rule_of(e: Expression, w: _Walk) -> tuple[Rule | None, str]:
 _TREE_WORDS = frozenset(_TRIGGER_WORDS)
 #: The tokens of an ASCII text :func:`may_transform` tests: words (in upper case) of
 #: :data:`_TREE_WORDS` and ``varchar``/``varying``, the operators the entries name and those
-#: it reads in context (``(``, ``+ - * /``), numbers, quoted names.
+#: it reads in context (``(``, ``+ - * /``), numbers, quoted names, strings.
 _MAY_WORDS = frozenset({*(w.upper() for w in _TREE_WORDS), "VARCHAR", "VARYING"})
 _MAY_OPS = frozenset(_TRIGGER_OPS)
-#: 'inf' and '-inf' in every case, as string tokens (:data:`_DATETIME_NAMES`).
-_INF_TEXTS = frozenset(f"'{sign}{''.join(c)}'" for sign in ("", "-") for c in itertools.product("iI", "nN", "fF"))
-_MAY_TEXTS = _MAY_OPS | {"::", "(", "[", *_PAIR_OPS, *_INF_TEXTS}
-_NUMBER_QIDENT = frozenset({"number", "qident"})
+#: String tokens a date or timestamp's input may read otherwise in DuckDB (:func:`_datetime_text`).
+_ODD_DATETIME_TOKEN = re.compile(r"'(?:\s*[+-]?inf\s*'|\s*-\d|\s*0+-|\s*\d\d?-|.*\bBC\s*'$)", re.IGNORECASE | re.DOTALL)
+_MAY_TEXTS = _MAY_OPS | {"::", "(", "[", *_PAIR_OPS}
+_TESTED_KINDS = frozenset({"number", "qident", "string"})
 _CONSTANT_WORDS = frozenset({"NULL", "TRUE", "FALSE"})
 if not all(w.isascii() and w == w.lower() for w in _TREE_WORDS):  # pragma: no cover - the sets above need it
     raise AssertionError("_TREE_WORDS must be lower-case ASCII")
