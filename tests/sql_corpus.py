@@ -2498,4 +2498,13 @@ QUERIES = [
     # PostgreSQL's time holds 24:00:00 (refused by name: an Arrow time ends before it)
     ('edges_time_24', "SELECT '24:00'::time::text AS a"),
     ('edges_time_literal_24', "SELECT (TIME '24:00:00')::text AS a"),
+    # a quoted type name is pg_type's, exact; COLLATE only "C" and "POSIX" (byte order in both)
+    ('edges_fail_quoted_type_integer', 'SELECT CAST(1 AS "integer") AS a'),
+    ('edges_fail_quoted_type_upper', 'SELECT 1::"INT4" AS a'),
+    ('edges_fail_quoted_type_float', 'SELECT 1.5::"float" AS a'),
+    ('edges_quoted_type_names', 'SELECT CAST(1 AS "int4") AS a, 1::"int8" AS b, 1.5::"float8" AS c, \'x\'::"varchar" AS d'),
+    ('edges_collate_c', 'SELECT name FROM people ORDER BY name COLLATE "C", id'),
+    ('edges_collate_posix_compare', 'SELECT id, name COLLATE "POSIX" < \'a\' AS a FROM people ORDER BY id'),
+    ('edges_collate_en_us', 'SELECT name FROM people ORDER BY name COLLATE "en_US"'),
+    ('edges_collate_default', 'SELECT name COLLATE "default" AS a FROM people ORDER BY id'),
 ]

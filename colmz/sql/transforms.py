@@ -860,8 +860,10 @@ def may_transform(text: str, toks) -> bool:
             if _ODD_DATETIME_TOKEN.match(t.text):
                 return True  # maybe a date or time's input DuckDB reads otherwise (_datetime_text)
         elif k == "qident":
-            if t.name in CALLS or t.name == "char" or (i + 1 < n and toks[i + 1].text == "(" and t.name != t.name.lower()):
-                return True  # a call of the table, or a quoted name PostgreSQL has no function of
+            if t.name in CALLS or t.name == "char" or (i + 1 < n and toks[i + 1].text == "(" and t.name != t.name.lower()) \
+                    or (i > 0 and (toks[i - 1].text == "::" or toks[i - 1].upper == "AS")
+                        and (t.name in _NO_PG_TYPES or t.name != t.name.lower())):
+                return True  # a call of the table, a quoted name PostgreSQL has no function or type of
         elif k == "op":
             x = t.text
             if x in _MAY_OPS or (x == "::" and i + 1 < n and toks[i + 1].text.lower() in _CAST_TARGETS) or (
@@ -1577,6 +1579,22 @@ _CAST_REFUSED = {"boolean": "slnfrdtzi", "smallint": "b", "bigint": "b", "jsonb"
 _LITERAL_TYPES = {"INTEGER": "integer", "NUMERIC": "numeric", "BOOLEAN": "boolean"}
 
 
+#: PostgreSQL's spellings of types that are no name of pg_type (``"integer"`` is no type).
+_NO_PG_TYPES = frozenset({"integer", "int", "smallint", "bigint", "real", "double", "double precision", "float",
+                          "boolean", "decimal", "dec", "character", "character varying", "string",
+                          "timestamp with time zone", "timestamp without time zone", "time with time zone",
+                          "time without time zone"})
+
+
+def _collate_rule(e: Expression, w: _Walk) -> Rule | None:
+    # "C" and "POSIX" order by bytes in both; DuckDB's other collations are not PostgreSQL's
+    name = w.text[e.children[0].end : e.end].split(None, 1)[1].strip() if e.children else ""
+    if name in ('"C"', '"POSIX"'):
+        return None
+    raise UnsupportedSQL(f'COLLATE {name} is not supported by colmz (only "C" and "POSIX": DuckDB\'s other '
+                         "collations are not PostgreSQL's)")
+
+
 #: Type names DuckDB spells otherwise: colmz stores jsonb as JSON text and Materialize's
 #: mz_timestamp as an unsigned 64-bit integer.
 _TYPE_NAMES = {"jsonb": "JSON", "mz_timestamp": "UBIGINT"}
@@ -1585,6 +1603,10 @@ _TYPE_NAMES = {"jsonb": "JSON", "mz_timestamp": "UBIGINT"}
 def _type_rule(e: Expression, w: _Walk) -> Rule | None:
     # ``float`` (not ``float(p)``) is DOUBLE; a cast to bytea reads PostgreSQL's input.
     text = w.text
+    if e.cls == "TYPE" and e.start >= 0 and text[e.start] == '"':
+        name = text[e.start + 1 : e.end - 1]  # (a quoted name is exact: pg_type's, all lower case)
+        if name != name.lower() or name in _NO_PG_TYPES:
+            raise SQLError(f'type "{name}" does not exist')
     if e.cls == "TYPE" and _type_text(e, text) == "float" and all(c.cls == "TYPE" for c in e.children):
         return lambda c: "DOUBLE"  # PostgreSQL's float is float8; DuckDB's FLOAT is 4 bytes
     if e.cls == "TYPE" and not e.children and (new := _TYPE_NAMES.get(_type_text(e, text))):
@@ -2932,6 +2954,7 @@ _entry(("COMPARISON", *_ROW_TESTS, "COMPARE_IN", "OPERATOR_NOT", "SUBQUERY"))(_n
 # (and varchar(n), varying(n): may_transform reads the "(")
 _entry(("TYPE", *_CASTS), words=("float", "float8", "float4", "real", "double", "bytea", "jsonb", "char",
                                  "character", "bpchar", "time", "timetz", *_TYPE_NAMES))(_type_rule)
+_entry(("COLLATE",), words=("collate",))(_collate_rule)
 _when(("||",), _concat, lambda e, w: e.cls == "FUNCTION", ops=("||",))
 _when(("LAMBDA",), _jsonb_arrow, lambda e, w: len(e.children) == 2, ops=("->",))
 _when(("->>",), _jsonb_text_arrow, lambda e, w: e.cls == "FUNCTION" and len(e.children) == 2, ops=("->>",))
