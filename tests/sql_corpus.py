@@ -2507,4 +2507,14 @@ QUERIES = [
     ('edges_collate_posix_compare', 'SELECT id, name COLLATE "POSIX" < \'a\' AS a FROM people ORDER BY id'),
     ('edges_collate_en_us', 'SELECT name FROM people ORDER BY name COLLATE "en_US"'),
     ('edges_collate_default', 'SELECT name COLLATE "default" AS a FROM people ORDER BY id'),
+    # the text of a column mixing decimal scales (PostgreSQL's numeric keeps each value's scale,
+    # DuckDB's DECIMAL the widest): refused by name; its values, sums and other casts answer
+    ('edges_values_mixed_scales_text', 'SELECT x::text AS a FROM (VALUES (1), (2.50)) v(x)'),
+    ('edges_union_mixed_scales_text', 'SELECT x::text AS a FROM (SELECT 1.0 AS x UNION ALL SELECT 2.50) s'),
+    ('edges_cte_mixed_scales_concat', "WITH s AS (SELECT 1 AS x UNION SELECT 2.5) SELECT 'v' || x AS a FROM s ORDER BY x"),
+    ('edges_values_mixed_scales_jsonb', 'SELECT to_jsonb(x) AS a FROM (VALUES (1), (2.5)) v(x)'),
+    ('edges_values_mixed_scales_values', 'SELECT x AS a, x::int AS b FROM (VALUES (1), (2.50)) v(x) ORDER BY x'),
+    ('edges_values_mixed_scales_sum', 'SELECT sum(x) AS a, max(x) AS b FROM (VALUES (1.5), (2.25)) v(x)'),
+    ('edges_values_mixed_scales_max_text', 'SELECT max(x)::text AS a FROM (VALUES (2), (1.5)) v(x)'),
+    ('edges_values_one_scale_text', 'SELECT x::text AS a FROM (VALUES (1.5), (2.5)) v(x)'),
 ]

@@ -1472,6 +1472,56 @@ def _mixed_scales(x: Expression, text: str) -> bool:
     return len(scales) > 1
 
 
+def _literal_scales(q: Query) -> list[set[int]]:
+    # Per column of ``q`` (a set operation's branches, a select list, a VALUES list read by
+    # *), the scales of the values it holds (:func:`_scale`; NULL none).
+    if q.type == "SET_OPERATION_NODE":
+        sides = [_literal_scales(b) for b in q.children]
+        return [set().union(*col) for col in zip(*sides, strict=False)]
+    rows = q.from_.rows if q.from_ is not None and q.from_.type == "EXPRESSION_LIST" and len(q.items) == 1 \
+        and q.items[0].cls == "STAR" else [q.items]
+    return [{_scale(c) for c in col if c.cls != "CONSTANT" or c.literal is None or c.literal.kind != "NULL_LITERAL"}
+            for col in zip(*rows, strict=False)]
+
+
+def _scale(e: Expression) -> int:
+    # the scale of a number literal, -1 for any other value (its scale, if any, not known)
+    lit = e.literal if e.cls == "CONSTANT" else None
+    if lit is None or lit.kind not in ("NUMERIC", "INTEGER") or "e" in lit.text.lower():
+        return -1
+    return len(lit.text.partition(".")[2])
+
+
+def _mixed_columns(d: Query) -> Iterator[str]:
+    # The names of the columns of ``d``'s subqueries and CTEs where a decimal literal meets
+    # another scale or a value of a scale not known (VALUES (1), (2.50); SELECT 1.0 UNION
+    # SELECT 2.50; SELECT age ... UNION SELECT 2.5): PostgreSQL's numeric keeps each value's
+    # scale, DuckDB's DECIMAL the widest.
+    named = [(t.subquery, t.column_aliases) for t in table_refs(d) if t.subquery is not None]
+    for sub, aliases in [*named, *((cte, ()) for _, cte in d.ctes)]:
+        first = first_branch(sub)
+        values = first.from_ is not None and first.from_.type == "EXPRESSION_LIST"
+        for i, scales in enumerate(_literal_scales(sub)):
+            if len(scales) > 1 and max(scales) > 0:
+                e = first.items[i] if i < len(first.items) and not values else None
+                yield (aliases[i] if i < len(aliases) else f"column{i + 1}" if values
+                       else e.alias or (e.name[-1] if e is not None and e.cls == "COLUMN_REF" else "")).lower()
+
+
+def _mixed_column_text(e: Expression, w: _Walk) -> Rule | None:
+    # The text of such a column or of what is computed of it (a cast to text, ||, to_jsonb,
+    # ...): refused by name
+    if not w.mixed:
+        return None
+    target = _type_text(e.children[1], w.text).split("(")[0].strip() if _is_cast(e, w.text) else None
+    shown = e.children[:1] if target in _TEXT_WORDS else () if e.cls == "CAST" else e.children
+    if any(k.cls == "COLUMN_REF" and k.name[-1].lower() in w.mixed for c in shown for k in c.walk()):
+        raise UnsupportedSQL("the text of a column of VALUES or a set operation holding numbers of different "
+                             "scales is not supported by colmz (PostgreSQL prints each value's own scale, "
+                             "DuckDB's DECIMAL the widest): cast the values to one numeric(p, s)")
+    return None
+
+
 def _mixed_scale_text(c: Call) -> str | None:
     raise UnsupportedSQL("the text of a choice (least, greatest, coalesce, nullif, CASE) among numeric "
                          "values of different scales is not supported by colmz (PostgreSQL prints the "
@@ -2823,6 +2873,11 @@ class _Walk:
         return array_columns(self.stmts, self.text, self.relations)
 
     @functools.cached_property
+    def mixed(self) -> frozenset[str]:
+        # the names (lower case) of columns of subqueries and CTEs mixing decimal scales (_mixed_columns)
+        return frozenset(n for q in self.stmts for d in all_queries(q) for n in _mixed_columns(d))
+
+    @functools.cached_property
     def unchecked(self) -> tuple[set[int], bool, bool]:
         # _unchecked of the statement, read at its first arithmetic node
         return _unchecked(self.stmts, self.text, self.toks)
@@ -2955,6 +3010,9 @@ _entry(("COMPARISON", *_ROW_TESTS, "COMPARE_IN", "OPERATOR_NOT", "SUBQUERY"))(_n
 _entry(("TYPE", *_CASTS), words=("float", "float8", "float4", "real", "double", "bytea", "jsonb", "char",
                                  "character", "bpchar", "time", "timetz", *_TYPE_NAMES))(_type_rule)
 _entry(("COLLATE",), words=("collate",))(_collate_rule)
+for _key in ("CAST", "||", "to_jsonb", "to_json", "concat", "concat_ws", "format", "string_agg", "array_to_string"):
+    _TABLE.setdefault(_key, []).insert(0, _mixed_column_text)  # (before the key's other entries)
+_TRIGGER_WORDS.update(("to_jsonb", "to_json", "concat", "concat_ws", "format", "string_agg", "array_to_string"))
 _when(("||",), _concat, lambda e, w: e.cls == "FUNCTION", ops=("||",))
 _when(("LAMBDA",), _jsonb_arrow, lambda e, w: len(e.children) == 2, ops=("->",))
 _when(("->>",), _jsonb_text_arrow, lambda e, w: e.cls == "FUNCTION" and len(e.children) == 2, ops=("->>",))
