@@ -2517,4 +2517,11 @@ QUERIES = [
     ('edges_values_mixed_scales_sum', 'SELECT sum(x) AS a, max(x) AS b FROM (VALUES (1.5), (2.25)) v(x)'),
     ('edges_values_mixed_scales_max_text', 'SELECT max(x)::text AS a FROM (VALUES (2), (1.5)) v(x)'),
     ('edges_values_one_scale_text', 'SELECT x::text AS a FROM (VALUES (1.5), (2.5)) v(x)'),
+    # PostgreSQL's words: an integer's text past its range, the boolean's text quoted
+    ('edges_fail_smallint_text_range', "SELECT '70000'::smallint AS a"),
+    ('edges_fail_int_text_range', "SELECT ' 99999999999 '::int AS a"),
+    ('edges_fail_bigint_text_range', "SELECT '-9999999999999999999999'::bigint AS a"),
+    ('edges_fail_int_column_text_range', "SELECT t::int AS a FROM (VALUES ('99999999999')) v(t)"),
+    ('edges_fail_boolean_text', "SELECT 'x'::boolean AS a"),
+    ('edges_fail_boolean_text_quote', "SELECT 'it''s'::boolean AS a"),
 ]
