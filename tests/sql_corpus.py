@@ -2486,4 +2486,48 @@ QUERIES = [
     ('corr_window_filter', "SELECT k, corr(x, k) OVER (PARTITION BY k) AS w, corr(x, x) FILTER (WHERE x > 0) "
                            "OVER () AS f FROM nums ORDER BY k, x"),
     ('corr_nan_stays_nan', "SELECT corr(f, x) AS c, regr_slope(f, x) AS s FROM nums WHERE k = 2 OR k = 1"),
+    # a date or timestamp's input DuckDB reads otherwise: a year of zero (DuckDB's 1 BC), a signed
+    # year, 'inf' with blanks or a sign; a short year and BC refused by name
+    ('edges_fail_date_year_zero', "SELECT '0000-01-01'::date AS a"),
+    ('edges_fail_date_literal_year_zero', "SELECT DATE '0000-01-01' AS a"),
+    ('edges_fail_timestamp_year_zero', "SELECT TIMESTAMP '0000-01-01 00:00:00' AS a"),
+    ('edges_fail_date_year_zero_short', "SELECT '00-01-01'::date AS a"),
+    ('edges_fail_date_signed_year', "SELECT '-0001-01-01'::date AS a"),
+    ('edges_fail_date_inf_blank', "SELECT ' inf'::date AS a"),
+    ('edges_fail_timestamp_inf_blank', "SELECT 'inf '::timestamp AS a"),
+    ('edges_fail_date_plus_inf', "SELECT '+inf'::date AS a"),
+    ('edges_fail_date_compare_inf_blank', "SELECT id FROM people WHERE joined < ' inf'"),
+    ('edges_fail_timestamp_compare_year_zero', "SELECT id FROM orders WHERE ts > '0000-01-01 00:00'"),
+    ('edges_date_short_year', "SELECT '01-01-01'::date AS a"),
+    ('edges_timestamp_bc', "SELECT '0001-01-01 00:00 BC'::timestamp::text AS a"),
+    ('edges_date_year_one', "SELECT '0001-01-01'::date AS a, ' 2024-01-02'::date AS b"),
+    # PostgreSQL's time holds 24:00:00 (refused by name: an Arrow time ends before it)
+    ('edges_time_24', "SELECT '24:00'::time::text AS a"),
+    ('edges_time_literal_24', "SELECT (TIME '24:00:00')::text AS a"),
+    # a quoted type name is pg_type's, exact; COLLATE only "C" and "POSIX" (byte order in both)
+    ('edges_fail_quoted_type_integer', 'SELECT CAST(1 AS "integer") AS a'),
+    ('edges_fail_quoted_type_upper', 'SELECT 1::"INT4" AS a'),
+    ('edges_fail_quoted_type_float', 'SELECT 1.5::"float" AS a'),
+    ('edges_quoted_type_names', 'SELECT CAST(1 AS "int4") AS a, 1::"int8" AS b, 1.5::"float8" AS c, \'x\'::"varchar" AS d'),
+    ('edges_collate_c', 'SELECT name FROM people ORDER BY name COLLATE "C", id'),
+    ('edges_collate_posix_compare', 'SELECT id, name COLLATE "POSIX" < \'a\' AS a FROM people ORDER BY id'),
+    ('edges_collate_en_us', 'SELECT name FROM people ORDER BY name COLLATE "en_US"'),
+    ('edges_collate_default', 'SELECT name COLLATE "default" AS a FROM people ORDER BY id'),
+    # the text of a column mixing decimal scales (PostgreSQL's numeric keeps each value's scale,
+    # DuckDB's DECIMAL the widest): refused by name; its values, sums and other casts answer
+    ('edges_values_mixed_scales_text', 'SELECT x::text AS a FROM (VALUES (1), (2.50)) v(x)'),
+    ('edges_union_mixed_scales_text', 'SELECT x::text AS a FROM (SELECT 1.0 AS x UNION ALL SELECT 2.50) s'),
+    ('edges_cte_mixed_scales_concat', "WITH s AS (SELECT 1 AS x UNION SELECT 2.5) SELECT 'v' || x AS a FROM s ORDER BY x"),
+    ('edges_values_mixed_scales_jsonb', 'SELECT to_jsonb(x) AS a FROM (VALUES (1), (2.5)) v(x)'),
+    ('edges_values_mixed_scales_values', 'SELECT x AS a, x::int AS b FROM (VALUES (1), (2.50)) v(x) ORDER BY x'),
+    ('edges_values_mixed_scales_sum', 'SELECT sum(x) AS a, max(x) AS b FROM (VALUES (1.5), (2.25)) v(x)'),
+    ('edges_values_mixed_scales_max_text', 'SELECT max(x)::text AS a FROM (VALUES (2), (1.5)) v(x)'),
+    ('edges_values_one_scale_text', 'SELECT x::text AS a FROM (VALUES (1.5), (2.5)) v(x)'),
+    # PostgreSQL's words: an integer's text past its range, the boolean's text quoted
+    ('edges_fail_smallint_text_range', "SELECT '70000'::smallint AS a"),
+    ('edges_fail_int_text_range', "SELECT ' 99999999999 '::int AS a"),
+    ('edges_fail_bigint_text_range', "SELECT '-9999999999999999999999'::bigint AS a"),
+    ('edges_fail_int_column_text_range', "SELECT t::int AS a FROM (VALUES ('99999999999')) v(t)"),
+    ('edges_fail_boolean_text', "SELECT 'x'::boolean AS a"),
+    ('edges_fail_boolean_text_quote', "SELECT 'it''s'::boolean AS a"),
 ]

@@ -256,10 +256,12 @@ _ERRORS = (
     (re.compile(r"Conversion Error: Could not cast value (nan|-?inf) to DECIMAL"), UnsupportedSQL,
      lambda m: f"numeric '{_NUMERIC_SPECIAL[m.group(1)]}' is not supported by colmz (DuckDB's DECIMAL has no NaN "
                "or infinity)"),
-    # Text that does not read as a number or boolean: PostgreSQL's words, without the text
-    # colmz generated around the cast
+    # Text that does not read as a number or boolean, or digits past an integer's range:
+    # PostgreSQL's words, without the text colmz generated around the cast
     (re.compile(r"Could not convert string '(.*?)' to (INT8|INT16|INT32|INT64|FLOAT|DOUBLE|BOOL)\b", re.DOTALL),
-     SQLError, lambda m: f'invalid input syntax for type {_PG_TYPE_OF_DUCK[m.group(2)]}: "{m.group(1)}"'),
+     SQLError, lambda m: (f'value "{m.group(1)}" is out of range for type {_PG_TYPE_OF_DUCK[m.group(2)]}'
+                          if m.group(2).startswith("INT") and re.fullmatch(r"\s*[+-]?[0-9]+\s*", m.group(1))
+                          else f'invalid input syntax for type {_PG_TYPE_OF_DUCK[m.group(2)]}: "{m.group(1)}"')),
     # A construct colmz does not run as PostgreSQL does (a function DuckDB lacks, or lacks
     # for these argument types: PostgreSQL has it or raises its own error), named.
     (re.compile(r"Catalog Error: (?:Scalar|Aggregate|Table) Function with name \"?(\w+)\"? does not exist"), UnsupportedSQL,

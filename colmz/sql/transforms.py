@@ -138,7 +138,6 @@ from __future__ import annotations
 import bisect
 import dataclasses
 import functools
-import itertools
 import re
 from collections.abc import Callable, Iterator
 from decimal import Decimal
@@ -853,7 +852,7 @@ def may_transform(text: str, toks) -> bool:
     # (there it decides as the lower case does), every token otherwise.
     if text.isascii():
         toks_at = [i for i, t in enumerate(toks) if t.upper in _MAY_WORDS or t.text in _MAY_TEXTS
-                   or t.kind in _NUMBER_QIDENT]
+                   or t.kind in _TESTED_KINDS]
     else:
         toks_at = range(n)
     for i in toks_at:
@@ -870,11 +869,13 @@ def may_transform(text: str, toks) -> bool:
                     and any(x.text in _MOVED_OPS for x in toks[max(0, i - 4) : i + 5]):
                 return True  # maybe arithmetic compared with a constant (_moved_constant)
         elif k == "string":
-            if t.text in _INF_TEXTS:
-                return True  # maybe a date or time's input: DuckDB's infinity, PostgreSQL's error
+            if _ODD_DATETIME_TOKEN.match(t.text):
+                return True  # maybe a date or time's input DuckDB reads otherwise (_datetime_text)
         elif k == "qident":
-            if t.name in CALLS or t.name == "char" or (i + 1 < n and toks[i + 1].text == "(" and t.name != t.name.lower()):
-                return True  # a call of the table, or a quoted name PostgreSQL has no function of
+            if t.name in CALLS or t.name == "char" or (i + 1 < n and toks[i + 1].text == "(" and t.name != t.name.lower()) \
+                    or (i > 0 and (toks[i - 1].text == "::" or toks[i - 1].upper == "AS")
+                        and (t.name in _NO_PG_TYPES or t.name != t.name.lower())):
+                return True  # a call of the table, a quoted name PostgreSQL has no function or type of
         elif k == "op":
             x = t.text
             if x in _MAY_OPS or (x == "::" and i + 1 < n and toks[i + 1].text.lower() in _CAST_TARGETS) or (
@@ -1483,6 +1484,56 @@ def _mixed_scales(x: Expression, text: str) -> bool:
     return len(scales) > 1
 
 
+def _literal_scales(q: Query) -> list[set[int]]:
+    # Per column of ``q`` (a set operation's branches, a select list, a VALUES list read by
+    # *), the scales of the values it holds (:func:`_scale`; NULL none).
+    if q.type == "SET_OPERATION_NODE":
+        sides = [_literal_scales(b) for b in q.children]
+        return [set().union(*col) for col in zip(*sides, strict=False)]
+    rows = q.from_.rows if q.from_ is not None and q.from_.type == "EXPRESSION_LIST" and len(q.items) == 1 \
+        and q.items[0].cls == "STAR" else [q.items]
+    return [{_scale(c) for c in col if c.cls != "CONSTANT" or c.literal is None or c.literal.kind != "NULL_LITERAL"}
+            for col in zip(*rows, strict=False)]
+
+
+def _scale(e: Expression) -> int:
+    # the scale of a number literal, -1 for any other value (its scale, if any, not known)
+    lit = e.literal if e.cls == "CONSTANT" else None
+    if lit is None or lit.kind not in ("NUMERIC", "INTEGER") or "e" in lit.text.lower():
+        return -1
+    return len(lit.text.partition(".")[2])
+
+
+def _mixed_columns(d: Query) -> Iterator[str]:
+    # The names of the columns of ``d``'s subqueries and CTEs where a decimal literal meets
+    # another scale or a value of a scale not known (VALUES (1), (2.50); SELECT 1.0 UNION
+    # SELECT 2.50; SELECT age ... UNION SELECT 2.5): PostgreSQL's numeric keeps each value's
+    # scale, DuckDB's DECIMAL the widest.
+    named = [(t.subquery, t.column_aliases) for t in table_refs(d) if t.subquery is not None]
+    for sub, aliases in [*named, *((cte, ()) for _, cte in d.ctes)]:
+        first = first_branch(sub)
+        values = first.from_ is not None and first.from_.type == "EXPRESSION_LIST"
+        for i, scales in enumerate(_literal_scales(sub)):
+            if len(scales) > 1 and max(scales) > 0:
+                e = first.items[i] if i < len(first.items) and not values else None
+                yield (aliases[i] if i < len(aliases) else f"column{i + 1}" if values
+                       else e.alias or (e.name[-1] if e is not None and e.cls == "COLUMN_REF" else "")).lower()
+
+
+def _mixed_column_text(e: Expression, w: _Walk) -> Rule | None:
+    # The text of such a column or of what is computed of it (a cast to text, ||, to_jsonb,
+    # ...): refused by name
+    if not w.mixed:
+        return None
+    target = _type_text(e.children[1], w.text).split("(")[0].strip() if _is_cast(e, w.text) else None
+    shown = e.children[:1] if target in _TEXT_WORDS else () if e.cls == "CAST" else e.children
+    if any(k.cls == "COLUMN_REF" and k.name[-1].lower() in w.mixed for c in shown for k in c.walk()):
+        raise UnsupportedSQL("the text of a column of VALUES or a set operation holding numbers of different "
+                             "scales is not supported by colmz (PostgreSQL prints each value's own scale, "
+                             "DuckDB's DECIMAL the widest): cast the values to one numeric(p, s)")
+    return None
+
+
 def _mixed_scale_text(c: Call) -> str | None:
     raise UnsupportedSQL("the text of a choice (least, greatest, coalesce, nullif, CASE) among numeric "
                          "values of different scales is not supported by colmz (PostgreSQL prints the "
@@ -1590,6 +1641,22 @@ _CAST_REFUSED = {"boolean": "slnfrdtzi", "smallint": "b", "bigint": "b", "jsonb"
 _LITERAL_TYPES = {"INTEGER": "integer", "NUMERIC": "numeric", "BOOLEAN": "boolean"}
 
 
+#: PostgreSQL's spellings of types that are no name of pg_type (``"integer"`` is no type).
+_NO_PG_TYPES = frozenset({"integer", "int", "smallint", "bigint", "real", "double", "double precision", "float",
+                          "boolean", "decimal", "dec", "character", "character varying", "string",
+                          "timestamp with time zone", "timestamp without time zone", "time with time zone",
+                          "time without time zone"})
+
+
+def _collate_rule(e: Expression, w: _Walk) -> Rule | None:
+    # "C" and "POSIX" order by bytes in both; DuckDB's other collations are not PostgreSQL's
+    name = w.text[e.children[0].end : e.end].split(None, 1)[1].strip() if e.children else ""
+    if name in ('"C"', '"POSIX"'):
+        return None
+    raise UnsupportedSQL(f'COLLATE {name} is not supported by colmz (only "C" and "POSIX": DuckDB\'s other '
+                         "collations are not PostgreSQL's)")
+
+
 #: Type names DuckDB spells otherwise: colmz stores jsonb as JSON text and Materialize's
 #: mz_timestamp as an unsigned 64-bit integer.
 _TYPE_NAMES = {"jsonb": "JSON", "mz_timestamp": "UBIGINT"}
@@ -1598,6 +1665,10 @@ _TYPE_NAMES = {"jsonb": "JSON", "mz_timestamp": "UBIGINT"}
 def _type_rule(e: Expression, w: _Walk) -> Rule | None:
     # ``float`` (not ``float(p)``) is DOUBLE; a cast to bytea reads PostgreSQL's input.
     text = w.text
+    if e.cls == "TYPE" and e.start >= 0 and text[e.start] == '"':
+        name = text[e.start + 1 : e.end - 1]  # (a quoted name is exact: pg_type's, all lower case)
+        if name != name.lower() or name in _NO_PG_TYPES:
+            raise SQLError(f'type "{name}" does not exist')
     if e.cls == "TYPE" and _type_text(e, text) == "float" and all(c.cls == "TYPE" for c in e.children):
         return lambda c: "DOUBLE"  # PostgreSQL's float is float8; DuckDB's FLOAT is 4 bytes
     if e.cls == "TYPE" and not e.children and (new := _TYPE_NAMES.get(_type_text(e, text))):
@@ -1617,13 +1688,38 @@ def _type_rule(e: Expression, w: _Walk) -> Rule | None:
         if target in ("jsonb", "json"):
             return _json_cast
         x = e.children[0]
+        if target in _TIME_NAMES and x.literal is not None and x.literal.kind == "STRING" \
+                and re.match(r"\s*24:", x.literal.text):
+            # PostgreSQL's time holds 24:00:00, past the end of an Arrow time's day
+            raise UnsupportedSQL(f"the {_TIME_NAMES[target]} 24:00 ('{x.literal.text}') is not supported by colmz "
+                                 "(an Arrow time ends before 24:00)")
         if target in _TIME_NAMES and x.start >= 0 and (x.literal is not None and x.literal.kind == "STRING" or (
                 x.literal is None and _cast_type(x, text) in (None, *_TEXT_WORDS))):
             return _time_cast  # (text, maybe: interval::time is pgfuncs')
-        if target in _DATETIME_NAMES and (lit := e.children[0].literal) is not None and lit.kind == "STRING" \
-                and lit.text.lower() in ("inf", "-inf"):
-            raise SQLError(f'invalid input syntax for type {_DATETIME_NAMES[target]}: "{lit.text}"')
+        if target in _DATETIME_NAMES and (lit := e.children[0].literal) is not None and lit.kind == "STRING":
+            _datetime_text(lit.text, _DATETIME_NAMES[target])
     return None
+
+
+def _datetime_text(text: str, name: str) -> None:
+    # A date or timestamp's input text DuckDB reads otherwise than PostgreSQL: 'inf' (blanks
+    # or a sign about it) and a year with a sign, PostgreSQL's input errors, DuckDB's infinity
+    # or year; a year of zero, PostgreSQL's range error (DuckDB's 1 BC, which Arrow holds
+    # and Python's dates not); a year of one or two digits, which PostgreSQL may read as a
+    # month or a two-digit year; a trailing BC (DuckDB's timestamp ignores it).
+    m = _ODD_DATETIME.match(text)
+    if m is None:
+        return
+    if m.group(1) or m.group(2):
+        raise SQLError(f'invalid input syntax for type {name}: "{text}"')
+    if m.group(3):
+        raise SQLError(f'date/time field value out of range: "{text}"')
+    raise UnsupportedSQL(f"the {name} text '{text}' is not supported by colmz ("
+                         + ("a year of one or two digits, which PostgreSQL may read as a month or as 20xx)"
+                            if m.group(4) else "a year BC, which DuckDB's input ignores or refuses)"))
+
+
+_ODD_DATETIME = re.compile(r"\s*(?:([+-]?inf\s*$)|(-\d)|(0+-)|(\d\d?-)|.*\bBC\s*$)", re.IGNORECASE | re.DOTALL)
 
 
 #: PostgreSQL's names of the date and time types by their spellings: their input reads
@@ -2789,6 +2885,11 @@ class _Walk:
         return array_columns(self.stmts, self.text, self.relations)
 
     @functools.cached_property
+    def mixed(self) -> frozenset[str]:
+        # the names (lower case) of columns of subqueries and CTEs mixing decimal scales (_mixed_columns)
+        return frozenset(n for q in self.stmts for d in all_queries(q) for n in _mixed_columns(d))
+
+    @functools.cached_property
     def unchecked(self) -> tuple[set[int], bool, bool]:
         # _unchecked of the statement, read at its first arithmetic node
         return _unchecked(self.stmts, self.text, self.toks)
@@ -2920,6 +3021,10 @@ _entry(("COMPARISON", *_ROW_TESTS, "COMPARE_IN", "OPERATOR_NOT", "SUBQUERY"))(_n
 # (and varchar(n), varying(n): may_transform reads the "(")
 _entry(("TYPE", *_CASTS), words=("float", "float8", "float4", "real", "double", "bytea", "jsonb", "char",
                                  "character", "bpchar", "time", "timetz", *_TYPE_NAMES))(_type_rule)
+_entry(("COLLATE",), words=("collate",))(_collate_rule)
+for _key in ("CAST", "||", "to_jsonb", "to_json", "concat", "concat_ws", "format", "string_agg", "array_to_string"):
+    _TABLE.setdefault(_key, []).insert(0, _mixed_column_text)  # (before the key's other entries)
+_TRIGGER_WORDS.update(("to_jsonb", "to_json", "concat", "concat_ws", "format", "string_agg", "array_to_string"))
 _when(("||",), _concat, lambda e, w: e.cls == "FUNCTION", ops=("||",))
 _when(("LAMBDA",), _jsonb_arrow, lambda e, w: len(e.children) == 2, ops=("->",))
 _when(("->>",), _jsonb_text_arrow, lambda e, w: e.cls == "FUNCTION" and len(e.children) == 2, ops=("->>",))
@@ -3157,13 +3262,13 @@ def _rule_of(e: Expression, w: _Walk) -> tuple[Rule | None, str]:
 _TREE_WORDS = frozenset(_TRIGGER_WORDS)
 #: The tokens of an ASCII text :func:`may_transform` tests: words (in upper case) of
 #: :data:`_TREE_WORDS` and ``varchar``/``varying``, the operators the entries name and those
-#: it reads in context (``(``, ``+ - * /``), numbers, quoted names.
+#: it reads in context (``(``, ``+ - * /``), numbers, quoted names, strings.
 _MAY_WORDS = frozenset({*(w.upper() for w in _TREE_WORDS), "VARCHAR", "VARYING"})
 _MAY_OPS = frozenset(_TRIGGER_OPS)
-#: 'inf' and '-inf' in every case, as string tokens (:data:`_DATETIME_NAMES`).
-_INF_TEXTS = frozenset(f"'{sign}{''.join(c)}'" for sign in ("", "-") for c in itertools.product("iI", "nN", "fF"))
-_MAY_TEXTS = _MAY_OPS | {"::", "(", "[", *_PAIR_OPS, *_INF_TEXTS}
-_NUMBER_QIDENT = frozenset({"number", "qident"})
+#: String tokens a date or timestamp's input may read otherwise in DuckDB (:func:`_datetime_text`).
+_ODD_DATETIME_TOKEN = re.compile(r"'(?:\s*[+-]?inf\s*'|\s*-\d|\s*0+-|\s*\d\d?-|.*\bBC\s*'$)", re.IGNORECASE | re.DOTALL)
+_MAY_TEXTS = _MAY_OPS | {"::", "(", "[", *_PAIR_OPS}
+_TESTED_KINDS = frozenset({"number", "qident", "string"})
 _CONSTANT_WORDS = frozenset({"NULL", "TRUE", "FALSE"})
 if not all(w.isascii() and w == w.lower() for w in _TREE_WORDS):  # pragma: no cover - the sets above need it
     raise AssertionError("_TREE_WORDS must be lower-case ASCII")

@@ -730,7 +730,7 @@ def _pg_text_literal(literal: str, target: str) -> str | None:
     word = raw.strip().lower()
     if word in _PG_TRUE or word in _PG_FALSE:
         return "true" if word in _PG_TRUE else "false"
-    raise SQLError(f"invalid input syntax for type boolean: {literal}")
+    raise SQLError(f'invalid input syntax for type boolean: "{raw}"')
 
 
 @short_text_cache(1024)
