@@ -63,7 +63,9 @@ from colmz.dataflow.plan_nodes import (
 from colmz.dataflow.sqlmap import placeholder
 from colmz.dataflow.step import as_schema
 from colmz.order import ColumnSpec
+from colmz.sql.assign import pg_type_name
 from colmz.sql.errors import SQLError
+from colmz.sql.setop_types import UNKNOWN, common_type
 from colmz.sql.tokens import cte_columns_of
 from colmz.sql.tree import Query, Table, parse_tree
 from colmz.updates import SchemaError
@@ -203,12 +205,9 @@ class SetOpLowering:
         left-deep tree of branches; two literals make text). A column whose common type is
         text or not known is left as it is; two types PostgreSQL cannot match are
         ``Unsupported`` (the recompute path raises PostgreSQL's error)."""
-        from colmz.sql.assign import pg_type_name
-        from colmz.sql.setop_types import UNKNOWN, common_type
-
         casts: dict[int, dict[int, str]] = {}
         for k in range(len(branches[0].schema)):
-            types = [UNKNOWN if bare_string(child, k) else self.pg_type(child, b.schema[k], k, pg_type_name)
+            types = [UNKNOWN if bare_string(child, k) else self.pg_type(child, b.schema[k], k)
                      for child, b in zip(q.children, branches)]
             if UNKNOWN not in types or all(t == UNKNOWN for t in types):
                 continue
@@ -229,7 +228,7 @@ class SetOpLowering:
                                         [f"CAST({self.span(q.children[i].items[k])} AS {t})" for k, t in cols.items()])
         return out
 
-    def pg_type(self, q: Query, c: ColumnSpec, k: int, pg_type_name) -> str:
+    def pg_type(self, q: Query, c: ColumnSpec, k: int) -> str:
         """PostgreSQL's name of the type of column ``c``, the ``k``-th of branch ``q`` (a
         string column: ``jsonb`` or ``json`` when the query path reads its item so or its
         kind is noted, else text)."""

@@ -185,8 +185,9 @@ def column_ref_kinds(text: str, relations: Relations) -> dict[tuple[int, int], s
     if t is None:
         return {}
     found: dict[tuple[int, int], str] = {}
+    typer = _typer(t)
     for q in t.queries:
-        _query(q, _typer(t), [], found)
+        _query(q, typer, [], found)
     return found
 
 

@@ -413,11 +413,9 @@ _TRUNC_UNITS = (frozenset({"microsecond", "microseconds", "us", "usec", "usecs",
                 | _SECOND_UNITS)
 _WEEK_UNITS = frozenset({"week", "weeks", "w"})
 
-#: The macro :func:`_unit_checked` writes (:data:`TRANSFORM_MACROS`), and the types it
-#: tells apart: (letter, DuckDB's name, PostgreSQL's).
+#: The macro :func:`_unit_checked` writes (:data:`TRANSFORM_MACROS`); the types it tells
+#: apart are :data:`_CAST_TYPES`' dates, timestamps and intervals (``_UNIT_TYPES``).
 UNIT_CHECK = RESERVED_PREFIX + "unit_check"
-_UNIT_TYPES = (("d", "DATE", "date"), ("t", "TIMESTAMP", "timestamp without time zone"),
-               ("z", "TIMESTAMP WITH TIME ZONE", "timestamp with time zone"), ("i", "INTERVAL", "interval"))
 
 
 _NEGATIVE_LENGTH = "error('negative substring length not allowed')"
@@ -869,7 +867,7 @@ def may_transform(text: str, toks) -> bool:
                     and any(x.text in _MOVED_OPS for x in toks[max(0, i - 4) : i + 5]):
                 return True  # maybe arithmetic compared with a constant (_moved_constant)
         elif k == "string":
-            if _ODD_DATETIME_TOKEN.match(t.text):
+            if t.text[0] == "'" and _ODD_DATETIME.match(t.text, 1, len(t.text) - 1):
                 return True  # maybe a date or time's input DuckDB reads otherwise (_datetime_text)
         elif k == "qident":
             if t.name in CALLS or t.name == "char" or (i + 1 < n and toks[i + 1].text == "(" and t.name != t.name.lower()) \
@@ -1633,6 +1631,7 @@ _CAST_TYPES = (("b", "BOOLEAN", "boolean"), ("s", "SMALLINT", "smallint"), ("4",
                ("r", "FLOAT", "real"), ("d", "DATE", "date"), ("t", "TIMESTAMP", "timestamp without time zone"),
                ("z", "TIMESTAMP WITH TIME ZONE", "timestamp with time zone"), ("i", "INTERVAL", "interval"))
 _CAST_LETTERS = {pg: k for k, _, pg in _CAST_TYPES}
+_UNIT_TYPES = tuple(t for t in _CAST_TYPES if t[0] in "dtzi")  # (UNIT_CHECK's)
 _NUMBER_AGGREGATES = frozenset({"count", "count_star", "sum", "avg"})
 #: The source types (:data:`_CAST_TYPES`' letters) PostgreSQL has no cast of to a target.
 _CAST_REFUSED = {"boolean": "slnfrdtzi", "smallint": "b", "bigint": "b", "jsonb": "bs4lnfrdtzi", "numeric": "b",
@@ -3266,7 +3265,6 @@ _TREE_WORDS = frozenset(_TRIGGER_WORDS)
 _MAY_WORDS = frozenset({*(w.upper() for w in _TREE_WORDS), "VARCHAR", "VARYING"})
 _MAY_OPS = frozenset(_TRIGGER_OPS)
 #: String tokens a date or timestamp's input may read otherwise in DuckDB (:func:`_datetime_text`).
-_ODD_DATETIME_TOKEN = re.compile(r"'(?:\s*[+-]?inf\s*'|\s*-\d|\s*0+-|\s*\d\d?-|.*\bBC\s*'$)", re.IGNORECASE | re.DOTALL)
 _MAY_TEXTS = _MAY_OPS | {"::", "(", "[", *_PAIR_OPS}
 _TESTED_KINDS = frozenset({"number", "qident", "string"})
 _CONSTANT_WORDS = frozenset({"NULL", "TRUE", "FALSE"})
