@@ -32,8 +32,7 @@ to its output (a result's ``repr``, or the exception's type and message):
     :mod:`colmz.sql.lift`) and the pure functions of :mod:`colmz.sql.assign`,
     :mod:`colmz.sql.numeric`, :mod:`colmz.sql.names` and :mod:`colmz.sql.build`.
 ``type_rules``
-    Every distinct call ``float_column_rules``, ``jsonb_column_rules`` and
-    ``column_ref_kinds`` get while a fresh ``Catalog`` answers the corpus, keyed by the call
+    Every distinct call ``column_type_rules`` and ``column_ref_kinds`` get while a fresh ``Catalog`` answers the corpus, keyed by the call
     (sets and dicts written sorted, so the key does not depend on the hash seed).
 
 The texts always come from this checkout; the colmz that reads them is this checkout's or
@@ -493,7 +492,7 @@ def record_sql() -> dict[str, str]:
 
 # -- type rules ---------------------------------------------------------------------------------
 
-TYPE_RULES = ("float_column_rules", "jsonb_column_rules", "column_ref_kinds")
+TYPE_RULES = ("column_type_rules", "column_ref_kinds")
 
 
 def canonical(value) -> str:
@@ -531,12 +530,11 @@ class TypeRuleCalls:
     module's imported name of it) wrapped to record its call and outcome."""
 
     def __init__(self):
-        import colmz.sql.floatcols as fc
+        import colmz.sql.column_rules as cr
         import colmz.sql.jsonbcols as jc
 
         self.calls: dict[str, str] = {}
-        self.functions = {"float_column_rules": fc.float_column_rules, "jsonb_column_rules": jc.jsonb_column_rules,
-                          "column_ref_kinds": jc.column_ref_kinds}
+        self.functions = {"column_type_rules": cr.column_type_rules, "column_ref_kinds": jc.column_ref_kinds}
         self._patched: list[tuple[object, str, object]] = []
 
     def install(self) -> None:

@@ -1144,27 +1144,18 @@ class _Planner(JoinLowering, SubqueryLowering, ReduceLowering, SetOpLowering, Wi
 
     def checked_sql(self, sql: str, schema: Schema, key, what: str) -> str:
         """``sql`` translated, with its answer's columns checked over an empty input."""
-        from colmz.sql.floatcols import column_kind, float_column_rules
-        from colmz.sql.intervalcols import interval_column_rules, interval_kind
-        from colmz.sql.jsonbcols import jsonb_column_rules
+        from colmz.sql.column_rules import SEGMENT_RULES, column_type, column_type_rules
         from colmz.sql.translate import translate
 
         try:
-            # a float column's PostgreSQL rules (colmz.sql.floatcols), as the catalog's queries get
+            # the PostgreSQL rules of a float, jsonb or interval column's type
+            # (colmz.sql.column_rules), as the catalog's queries get them
             schema = as_schema(schema, "schema")
-            translated = float_column_rules(translate(sql, array_relations(INPUT_RELATION, (
-                (n, c.type) for i, c in enumerate(schema) for n in (c.name, placeholder(i)[1:-1])))), frozenset(
-                (n.lower(), column_kind(c.type)) for i, c in enumerate(schema)
-                for n in (c.name, placeholder(i)[1:-1])))
-            kinds = self.kinds_of(schema)
-            # ... and a jsonb column's (colmz.sql.jsonbcols; jsonb values compared as jsonb too)
-            translated = jsonb_column_rules(translated, ((INPUT_RELATION, tuple(
-                (n.lower(), k) for i, (c, k) in enumerate(zip(schema, kinds))
-                for n in (c.name, placeholder(i)[1:-1]))),) if kinds else ())
-            # ... and an interval column's (colmz.sql.intervalcols: sum(d), d / 2)
-            translated = interval_column_rules(translated, ((INPUT_RELATION, tuple(
-                (n.lower(), interval_kind(c.type)) for i, c in enumerate(schema)
-                for n in (c.name, placeholder(i)[1:-1]))),))
+            kinds = self.kinds_of(schema) or (None,) * len(schema)
+            translated = column_type_rules(translate(sql, array_relations(INPUT_RELATION, (
+                (n, c.type) for i, c in enumerate(schema) for n in (c.name, placeholder(i)[1:-1])))), ((
+                    INPUT_RELATION, tuple((n.lower(), *column_type(c.type, k)) for i, (c, k) in enumerate(zip(schema, kinds))
+                                          for n in (c.name, placeholder(i)[1:-1]))),), SEGMENT_RULES)
             GroupRecompute(schema, list(key), translated)
         except (SQLError, TypeError, ValueError) as e:
             raise Unsupported(f"{what} through SQL: {e}") from None

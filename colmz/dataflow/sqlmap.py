@@ -53,7 +53,7 @@ class SqlMapFilter:
         each output row keeping its input row's time and diff (still linear)
     kinds : the kind of each input column (``"jsonb"``, ``"json"``, ``"text"`` or ``None``),
         optional: PostgreSQL's rules of a column's type apply to the segment as to a query
-        over such columns (:func:`colmz.sql.jsonbcols.jsonb_column_rules`: a jsonb column
+        over such columns (:mod:`colmz.sql.jsonbcols`: a jsonb column
         compared with a string literal compares jsonb, ``||`` of two jsonb columns merges)
 
     Examples
@@ -76,9 +76,7 @@ class SqlMapFilter:
     def __init__(self, schema, where: Sequence[str] = (), select: Sequence[tuple[str, str]] | None = None,
                  lateral: str = "", kinds: Sequence[str | None] = ()):
         from colmz.sql import run_query, session, translate
-        from colmz.sql.floatcols import column_kind, float_column_rules
-        from colmz.sql.intervalcols import interval_column_rules, interval_kind
-        from colmz.sql.jsonbcols import jsonb_column_rules
+        from colmz.sql.column_rules import SEGMENT_RULES, column_type, column_type_rules
 
         self.input_schema = as_schema(schema, "schema")
         self.where = tuple(where)
@@ -90,20 +88,17 @@ class SqlMapFilter:
         if self.where:
             text += " WHERE " + " AND ".join(f"({w})" for w in self.where)
         self.sql = text
-        # a float column's PostgreSQL rules (colmz.sql.floatcols), as the catalog's queries get
-        self.translated = float_column_rules(translate(text, array_relations(_DELTA, (
-            (placeholder(i)[1:-1], c.type) for i, c in enumerate(self.input_schema)))), frozenset(
-            (placeholder(i)[1:-1].lower(), column_kind(c.type)) for i, c in enumerate(self.input_schema)))
         kinds = tuple(kinds)
         if len(kinds) not in (0, len(self.input_schema)):
             raise ValueError(f"kinds: {len(kinds)} kind(s) for {len(self.input_schema)} input column(s)")
-        # ... and a jsonb (json, text) column's, the delta's columns being the input's (jsonb
-        # values compared as jsonb, with no column's kind told too)
-        self.translated = jsonb_column_rules(self.translated, ((_DELTA, tuple(
-            (placeholder(i)[1:-1].lower(), k) for i, k in enumerate(kinds))),) if kinds else ())
-        # ... and an interval column's (colmz.sql.intervalcols: d / 2, d * f)
-        self.translated = interval_column_rules(self.translated, ((_DELTA, tuple(
-            (placeholder(i)[1:-1].lower(), interval_kind(c.type)) for i, c in enumerate(self.input_schema))),))
+        # the PostgreSQL rules of a float, jsonb (json, text) or interval column's type
+        # (colmz.sql.column_rules), as the catalog's queries get them, the delta's columns
+        # being the input's (jsonb values compared as jsonb, with no column's kind told too)
+        self.translated = column_type_rules(translate(text, array_relations(_DELTA, (
+            (placeholder(i)[1:-1], c.type) for i, c in enumerate(self.input_schema)))), ((_DELTA, tuple(
+                (placeholder(i)[1:-1].lower(), *column_type(c.type, k))
+                for i, (c, k) in enumerate(zip(self.input_schema, kinds or (None,) * len(self.input_schema))))),),
+            SEGMENT_RULES)
         self._run = run_query
         self._con = session(external_access=False)
         out = self._evaluate(Updates.empty(self.input_schema), 0)

@@ -63,10 +63,13 @@ from colmz.sql.typing_pass import (
     derived_names,
 )
 
-__all__ = ["RULES", "Relations", "column_type", "column_type_rules", "rules_applied", "typed_text"]
+__all__ = ["RULES", "Relations", "SEGMENT_RULES", "column_type", "column_type_rules", "rules_applied", "typed_text"]
 
 #: The rules, in the order they apply (module docstring).
 RULES = ("setop", "float", "jsonb", "interval", "array")
+#: The rules a maintained view's SQL over its input's columns applies (:mod:`colmz.dataflow`:
+#: its planner types a set operation's literals and plans arrays itself).
+SEGMENT_RULES = ("float", "jsonb", "interval")
 #: Rules whose edits change the types later rules read: the text is read again after them.
 _RETYPING = frozenset({"setop", "float"})
 

@@ -119,8 +119,7 @@ from colmz.sql.typing_pass import (
     window_arguments,
 )
 
-__all__ = ["FLOAT_ACCUM_CHECK", "FLOAT_COLUMN_MACROS", "FLOAT_DIV", "FLOAT_WORD", "column_kind", "float_column_rules",
-           "float_edits"]
+__all__ = ["FLOAT_ACCUM_CHECK", "FLOAT_COLUMN_MACROS", "FLOAT_DIV", "FLOAT_WORD", "float_edits"]
 
 #: The overflow check of an aggregate of doubles, ``(result, non-finite inputs, sum, sum of
 #: squared deviations, spread)``: PostgreSQL's error where no input is NaN or infinite and
@@ -143,44 +142,6 @@ _COMPARE = frozenset({"COMPARE_EQUAL", "COMPARE_NOTEQUAL", "COMPARE_LESSTHAN", "
 #: A text that may hold float arithmetic without a float column (``'NaN'::float8 / 0``, a
 #: grouped ``1e300::float8 * 10``, a VALUES list of reals).
 FLOAT_WORD = re.compile(r"\b(float[48]?|real|double)\b", re.IGNORECASE)
-
-
-def float_column_rules(text: str, columns: frozenset[tuple[str, str]],
-                       relations: tuple[tuple[str, tuple[tuple[str, str], ...]], ...] = ()) -> str:
-    """``text`` (a translated query) with PostgreSQL's float rules applied, given the columns
-    of the relations it reads as ``(name, kind)`` pairs: name lower case, kind ``"real"``,
-    ``"double"``, ``"exact"`` (an integer or numeric) or ``"other"`` (see :func:`column_kind`).
-    ``relations``, when the caller knows them: each relation the text names (by its name in
-    the text, lower case) with its own ``(name, kind)`` pairs in its columns' order, so that a
-    reference resolves to its relation's column (``t1.x`` a real beside ``t2.x`` a double).
-    (:func:`colmz.sql.column_rules.column_type_rules` of this rule alone.)
-
-    >>> cols = frozenset({("r", "real"), ("k", "exact")})
-    >>> float_column_rules("SELECT r > 2, k * 2 FROM t", cols)
-    'SELECT CAST(r AS DOUBLE) > 2, k * 2 FROM t'
-    >>> rels = (("a", (("x", "real"),)), ("b", (("x", "double"),)))
-    >>> float_column_rules("SELECT a.x + 1, b.x FROM a, b", frozenset({("x", "real"), ("x", "double")}), rels)
-    'SELECT __colmz_float_check(CAST(a.x AS DOUBLE) + 1, isfinite(TRY_CAST(a.x AS DOUBLE)), false), b.x FROM a, b'
-    """
-    from colmz.sql.column_rules import column_type_rules  # (it applies this module's rule)
-
-    return column_type_rules(text, relations, ("float",), frozenset(columns))
-
-
-def column_kind(t) -> str:
-    """The kind :func:`float_column_rules` gives a column of Arrow type ``t``.
-
-    >>> import pyarrow as pa
-    >>> [column_kind(t) for t in (pa.float32(), pa.float64(), pa.int32(), pa.string())]
-    ['real', 'double', 'exact', 'other']
-    """
-    import pyarrow as pa
-
-    if pa.types.is_float32(t):
-        return "real"
-    if pa.types.is_float64(t):
-        return "double"
-    return "exact" if pa.types.is_integer(t) or pa.types.is_decimal(t) else "other"
 
 
 def float_edits(t: TypedText) -> list[tuple[int, int, str]]:

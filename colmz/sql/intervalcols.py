@@ -59,11 +59,7 @@ from colmz.sql.translate import SUM_ARGUMENT
 from colmz.sql.tree import Expression
 from colmz.sql.typing_pass import ResolvedRules, TypedText, outermost_edits, window_arguments
 
-__all__ = ["Relations", "interval_column_rules", "interval_edits", "interval_kind"]
-
-#: Relations as the caller names them: each relation's name in the text (lower case) with its
-#: every column's ``(name, kind)``, kind ``"interval"`` for an interval column (else None).
-Relations = tuple[tuple[str, tuple[tuple[str, str | None], ...]], ...]
+__all__ = ["interval_edits"]
 
 _DISTINCT_REFUSAL = ("{f}(DISTINCT ...) of an interval is not supported by colmz (PostgreSQL keeps one of "
                      "equal intervals written differently, '1 mon' or '30 days')")
@@ -71,34 +67,6 @@ _ARRAY_FRACTIONS = ("percentile_cont() of intervals at an array of fractions is 
                     "(PostgreSQL interpolates each fraction with its interval arithmetic)")
 _DISTINCT = re.compile(r"\bdistinct\b", re.IGNORECASE)
 _FILTER = re.compile(r"\)\s*filter\s*\(", re.IGNORECASE)
-
-
-def interval_kind(t) -> str | None:
-    """The kind :func:`interval_column_rules` takes for a column of Arrow type ``t``.
-
-    >>> import pyarrow as pa
-    >>> interval_kind(pa.month_day_nano_interval()), interval_kind(pa.int64())
-    ('interval', None)
-    """
-    import pyarrow as pa
-
-    return "interval" if pa.types.is_interval(t) else None
-
-
-def interval_column_rules(text: str, relations: Relations) -> str:
-    """``text`` (a translated, bound query) with PostgreSQL's rules of its relations' interval
-    columns applied (module docstring; :func:`colmz.sql.column_rules.column_type_rules` of this rule
-    alone).
-
-    >>> rels = (("t", (("k", None), ("d", "interval"))),)
-    >>> interval_column_rules("SELECT d / 2 FROM t", rels)
-    'SELECT __colmz_interval_div(d, CAST(2 AS DOUBLE)) FROM t'
-    >>> interval_column_rules("SELECT k / 2 FROM t", rels)
-    'SELECT k / 2 FROM t'
-    """
-    from colmz.sql.column_rules import column_type_rules  # (it applies this module's rule)
-
-    return column_type_rules(text, relations, ("interval",))
 
 
 def interval_edits(t: TypedText) -> list[tuple[int, int, str]]:

@@ -110,7 +110,7 @@ from colmz.sql.typing_pass import (
     output_name,
 )
 
-__all__ = ["column_ref_kinds", "jsonb_column_rules", "jsonb_edits", "jsonb_wanted"]
+__all__ = ["column_ref_kinds", "jsonb_edits", "jsonb_wanted"]
 
 #: Relations as the caller names them: each relation's name in the text (lower case) with its
 #: columns' ``(name, kind)`` pairs, kind ``"jsonb"``, ``"json"``, ``"text"``, ``"string"`` (a
@@ -135,24 +135,6 @@ _TEXT_ONLY = {**{f: f for f in ("length", "char_length", "character_length", "md
               **{CALL_MACROS[f]: f for f in ("octet_length", "upper", "lower")}, LENGTH: "length"}
 
 
-def jsonb_column_rules(text: str, relations: Relations) -> str:
-    """``text`` (a translated, bound query) with PostgreSQL's jsonb rules of its relations'
-    jsonb and text columns applied (module docstring;
-    :func:`colmz.sql.column_rules.column_type_rules` of this rule alone).
-
-    >>> rels = (("t", (("k", None), ("s", "text"), ("j", "jsonb"))),)
-    >>> jsonb_column_rules("SELECT j = '{\\"a\\":\\"x\\"}' FROM t", rels)
-    'SELECT j = \\'{"a": "x"}\\' FROM t'
-    >>> jsonb_column_rules("SELECT k FROM t WHERE j > '1.0'", rels)
-    "SELECT k FROM t WHERE __colmz_jsonb_key(CAST(j AS VARCHAR)) > __colmz_jsonb_key('1.0')"
-    >>> jsonb_column_rules("SELECT __colmz_text(j) || __colmz_text(j) FROM t", rels)
-    'SELECT __colmz_jsonb_concat(CAST(j AS VARCHAR), CAST(j AS VARCHAR)) FROM t'
-    """
-    from colmz.sql.column_rules import column_type_rules  # (it applies this module's rule)
-
-    return column_type_rules(text, relations, ("jsonb",))
-
-
 def jsonb_wanted(text: str, kinds) -> bool:
     """Whether a rule of this module may apply to ``text`` over relations of column ``kinds``
     (a cheap test: a literal or ``||`` beside a jsonb column, a jsonb call, ...)."""
@@ -169,7 +151,7 @@ _JSON_CAST = " AS JSON)"  # how translate writes every jsonb value
 
 
 def column_ref_kinds(text: str, relations: Relations) -> dict[tuple[int, int], str]:
-    """The kind of each column reference of ``text`` that :func:`jsonb_column_rules` resolves
+    """The kind of each column reference of ``text`` that this module's rules resolve
     (by its span), the others absent: what a caller that moves the references' expressions
     elsewhere (a maintained view's SQL segments, whose columns are placeholders) needs to
     apply the same rules there. ``text`` is a query as the caller parses it (with the

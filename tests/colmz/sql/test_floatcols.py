@@ -13,7 +13,12 @@ pytest.importorskip("duckdb")
 
 import colmz  # noqa: E402
 from colmz.sql import SQLError, UnsupportedSQL, floatcols, transforms, typing_pass  # noqa: E402
-from colmz.sql.floatcols import float_column_rules  # noqa: E402
+from colmz.sql.column_rules import column_type_rules  # noqa: E402
+
+
+def float_column_rules(text: str, columns, relations=()) -> str:
+    # the float rules alone (colmz.sql.column_rules), ``columns`` typing a reference by name
+    return column_type_rules(text, relations, ("float",), frozenset(columns))
 
 
 @pytest.fixture
