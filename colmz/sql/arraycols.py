@@ -26,7 +26,6 @@ columns, cached; a text the tree cannot read is returned unchanged.
 
 from __future__ import annotations
 
-from colmz.sql.build import splice
 from colmz.sql.errors import UnsupportedSQL
 from colmz.sql.pgfuncs import ARRAY_CAT
 from colmz.sql.translate import ANY_TEXT
@@ -61,19 +60,12 @@ class _Rules(ResolvedRules):
     def concat(e: Expression) -> bool:
         return e.cls == "FUNCTION" and e.name == ("||",) and len(e.children) == 2
 
-    def render(self, e: Expression) -> str:
-        # ``e``'s text with translate's text wrapper taken off and the rule applied below it
-        e = _unwrapped(e)
-        new = self.rule(e)
-        if new is not None:
-            return new
-        edits = []
-        for k in e.children:
-            if k.subquery is None and k.start >= 0:
-                t = self.render(k) if self.concat(e) else self.text[k.start : k.end]
-                if t != self.text[k.start : k.end]:
-                    edits.append((k.start, k.end, t))
-        return splice(self.text, sorted(edits), e.start, e.end)
+    def render(self, e: Expression, override: dict[int, str] | None = None) -> str:
+        # translate's text wrapper taken off, the rule applied below a || alone
+        return super().render(_unwrapped(e), override)
+
+    def spliced(self, e: Expression, override: dict[int, str] | None = None) -> str:
+        return super().spliced(e, override) if self.concat(e) else self.text[e.start : e.end]
 
     def rule(self, e: Expression) -> str | None:
         if not self.concat(e):

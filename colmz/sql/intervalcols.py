@@ -96,23 +96,6 @@ class _Rules(ResolvedRules):
     def kids(self, e: Expression) -> list[Expression]:
         return _kids(e)  # (its FILTER and ORDER BY too)
 
-    def render(self, e: Expression, override: dict[int, str] | None = None) -> str:
-        # ``e``'s text with every rule below it applied (``override``: given texts of nodes)
-        if override and id(e) in override:
-            return override[id(e)]
-        new = self.rule(e)
-        return new if new is not None else self.spliced(e, override)
-
-    def spliced(self, e: Expression, override: dict[int, str] | None = None) -> str:
-        # ``e``'s own text around its children's, rendered
-        edits = []
-        for k in _kids(e):
-            if k.subquery is None:
-                t = self.render(k, override)
-                if t != self.text[k.start : k.end]:
-                    edits.append((k.start, k.end, t))
-        return splice(self.text, sorted(edits), e.start, e.end)
-
     def rule(self, e: Expression) -> str | None:
         if e.cls == "FUNCTION" and len(e.name) == 1 and len(e.children) == 2 and e.name[0] in ("*", "/") \
                 and self.interval(e):

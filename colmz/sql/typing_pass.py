@@ -52,7 +52,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
-from colmz.sql.build import RESERVED_PREFIX
+from colmz.sql.build import RESERVED_PREFIX, splice
 from colmz.sql.errors import SQLError, UnsupportedSQL
 from colmz.sql.jsonb import visibly_jsonb
 from colmz.sql.tokens import cte_columns_of, cte_definitions
@@ -476,7 +476,9 @@ class ResolvedRules:
     """Rules over one text's nodes that rewrite the outermost node each matches
     (:func:`outermost_edits`): ``resolved`` the kinds of its resolved column references (by
     span); :meth:`find` adds ``(start, end, new)`` to ``edits`` for each outermost node
-    :meth:`rule` rewrites (a subquery's own query is read on its own)."""
+    :meth:`rule` rewrites (a subquery's own query is read on its own), and :meth:`render`
+    gives a node's text with the rules applied below it (what a rule writes its operands
+    as)."""
 
     def __init__(self, text: str, resolved: dict[tuple[int, int], str]) -> None:
         self.text = text
@@ -489,6 +491,23 @@ class ResolvedRules:
     def kids(self, e: Expression) -> list[Expression]:
         # the nodes below ``e`` the rules read
         return [k for k in e.children if k.start >= 0]
+
+    def render(self, e: Expression, override: dict[int, str] | None = None) -> str:
+        # ``e``'s text with every rule below it applied (``override``: given texts of nodes)
+        if override and id(e) in override:
+            return override[id(e)]
+        new = self.rule(e)
+        return new if new is not None else self.spliced(e, override)
+
+    def spliced(self, e: Expression, override: dict[int, str] | None = None) -> str:
+        # ``e``'s own text around its children's, rendered (a subquery's left as written)
+        edits = []
+        for k in self.kids(e):
+            if k.subquery is None:
+                t = self.render(k, override)
+                if t != self.text[k.start : k.end]:
+                    edits.append((k.start, k.end, t))
+        return splice(self.text, sorted(edits), e.start, e.end)
 
     def find(self, e: Expression) -> None:
         new = self.rule(e)
