@@ -2,8 +2,9 @@
 query's tree read once, every column reference resolved once with every kind the rules read,
 and each rule's edits spliced into one rewrite.
 
-:func:`colmz.sql.translate.translate` sees text only; the catalog (and a continual task)
-knows the relations a query reads when it runs it. :func:`column_type_rules` takes those
+:func:`colmz.sql.translate.translate` sees text only; the catalog (a continual task, a
+maintained view's SQL over its input: :data:`SEGMENT_RULES`) knows the relations a query
+reads when it runs it. :func:`column_type_rules` takes those
 relations, each column with its full type -- ``kind`` (``"real"``, ``"double"``,
 ``"exact"``; ``"jsonb"``, ``"json"``, ``"text"``, ``"string"``; ``"bool"``; ``"interval"``;
 ``"array"``; ``"other"``: one kind per column, as a column has one type) and ``pg``,
