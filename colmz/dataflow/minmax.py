@@ -430,6 +430,7 @@ class MinMaxReduce:
         ranges = base.ranges_words(keys, layout)
         whole = delta  # what an own arrangement takes, whichever groups re-reduce below
         easy_out = None
+        kept_dq = None  # the delta's rows' groups when only some groups re-reduce below
         reduced = self._in_place_extremes(delta, ranges, names, dcols, len(keys))
         if reduced is not None:
             had, lo, hi, read, mixed = reduced
@@ -475,6 +476,9 @@ class MinMaxReduce:
             rows = np.flatnonzero(hard[dq])
             keys = np.ascontiguousarray(keys[hard])
             ranges = [(run, a[hard], b[hard]) for run, a, b in ranges]
+            # each kept row's group among the kept ones: not the subset encoded again, whose
+            # layout may differ from the groups' (no NULL key left: no null word)
+            kept_dq = (np.cumsum(hard) - 1)[dq[rows]]
             delta = delta.take(rows)
             dcols = {c: (w[rows], wl) for c, (w, wl) in dcols.items()}
             n = len(delta)
@@ -490,8 +494,11 @@ class MinMaxReduce:
             self._arranged.insert_checked(time, Updates({c: whole.column(c) for c in self._arranged_columns},
                                                         whole.time, whole.diff, copy=False))
         m = len(keys)
-        dkw, _ = encode_columns([delta.column(g) for g in self.group_by], n=n)
-        dq = search_rows(keys, dkw, "left")
+        if kept_dq is not None:
+            dq = kept_dq
+        else:
+            dkw, _ = encode_columns([delta.column(g) for g in self.group_by], n=n)
+            dq = search_rows(keys, dkw, "left")
         n_read = len(got.diff)
         q_all = np.concatenate([np.asarray(got.query, np.int64), np.asarray(dq, np.int64)])
         d_all = np.concatenate([np.asarray(got.diff, np.int64), np.asarray(delta.diff, np.int64)])

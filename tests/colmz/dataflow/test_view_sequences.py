@@ -177,6 +177,20 @@ def test_each_body_through_a_group_emptied_and_refilled(body):
     check_sequence([body], REFILL)
 
 
+def test_min_max_where_only_some_groups_re_reduce_and_the_null_key_is_not_among_them():
+    # a delta holding a NULL key whose groups split between reduced in place and re-reduced
+    # by sorting, none of the latter the NULL group: the re-reduced rows' groups are found
+    # in the groups' own encoding (with its NULL word), not in the subset's encoded again
+    bulk = ("INSERT INTO t SELECT CASE WHEN i % 7 = 0 THEN NULL ELSE i % {m} END, i % 11, "
+            "substr('abc', i % 3 + 1, 1) FROM generate_series(1, 300) g(i)")
+    check_sequence([BODIES[0], BODIES[19]], [
+        bulk.format(m=50) + "; DELETE FROM t WHERE v % 3 = 0; DELETE FROM t WHERE k IS NULL",
+        "DELETE FROM t WHERE k IS NULL",
+        bulk.format(m=4) + "; DELETE FROM t WHERE v % 3 = 3",
+        "INSERT INTO t VALUES (1, 1, 'a')",
+    ])
+
+
 #: Views over views, created in this order (each may read those before it).
 CHAIN = [
     ("a", "SELECT k, min(v) AS lo, max(v) AS hi, count(*) AS c FROM t GROUP BY k"),
