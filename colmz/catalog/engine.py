@@ -82,6 +82,7 @@ from colmz.catalog.schedule import Schedule, due_of
 from colmz.catalog.subscriptions import Subscriptions
 from colmz.catalog.views import Views
 from colmz.continual import ContinualTask, MemoryCollection
+from colmz.dataflow.guard import MORE_THAN_ONE_ROW, error_at
 from colmz.dataflow.maintained import MODES as VIEW_MODES
 from colmz.dataflow.maintained import FallbackWarning
 from colmz.dataflow.shared import SharedArrangements
@@ -278,6 +279,7 @@ class Engine(Definitions, Queries, Views, Subscriptions):
         at = self.as_of(as_of)
         if at < obj.collection.since:
             raise ValueError(self._unreadable(obj.name, at))
+        self.check_view_errors(obj.name, at)
         return obj.collection.snapshot(at)
 
     def frontiers(self, name: Key | tuple[str, ...]) -> tuple[int, int]:
@@ -866,13 +868,35 @@ class Engine(Definitions, Queries, Views, Subscriptions):
             return False  # it lags
         self._keep(obj)
         self._touched.add(obj.name)
-        rows = conform(self._query_at(obj.query, t), obj.schema, f"MATERIALIZED VIEW {obj.name}")
-        new = consolidate(rows_to_updates(rows, t, 1))
+        new = self._view_rows(obj, t, f"MATERIALIZED VIEW {obj.name}")
+        if new is None:  # its query raises: an error of the view, its contents kept
+            coll.compare_and_append(Updates.empty(obj.schema), coll.upper, t + 1)
+            return False
         old = obj.contents
         delta = consolidate(concat([old.negated(), new]), since=t) if len(old) else new
         coll.compare_and_append(delta, coll.upper, t + 1)
         obj.contents = new
         return len(delta) > 0
+
+    def _view_rows(self, obj: CatalogObject, t: int, what: str) -> Updates | None:
+        """The rows of view ``obj``'s query at ``t`` (``+1`` updates), or ``None`` while the
+        query raises :data:`~colmz.dataflow.guard.MORE_THAN_ONE_ROW` -- an error of the view,
+        as Materialize keeps it: the commit lands, reading the view raises it
+        (``obj.errors``), and its contents stay those of its last answer. The recompute
+        path of :class:`colmz.dataflow.guard.ErrorGuard`. ``obj.errors`` is not durable: a
+        durable catalog recomputing its views, reopened while one holds the error, reads
+        its last answer until a commit recomputes it."""
+        try:
+            rows = conform(self._query_at(obj.query, t), obj.schema, what)
+        except SQLError as e:
+            if str(e) != MORE_THAN_ONE_ROW:
+                raise
+            if error_at(obj.errors, t) is None:
+                obj.errors = (*obj.errors, (t, MORE_THAN_ONE_ROW))
+            return None
+        if error_at(obj.errors, t) is not None:
+            obj.errors = (*obj.errors, (t, None))
+        return consolidate(rows_to_updates(rows, t, 1))
 
     # ------------------------------------------------------------------ transactions
 
@@ -966,9 +990,10 @@ class Engine(Definitions, Queries, Views, Subscriptions):
                     obj.maintained = self._maintain(name, st["query"], obj.query, c, obj.deps, self._now)
                 obj.contents = None
             elif obj.kind == "materialized view" and c.upper < self._now + 1:
-                rows = conform(self._query_at(obj.query, self._now), obj.schema,
-                               f"MATERIALIZED VIEW {display_name(name)}")
-                new = consolidate(rows_to_updates(rows, self._now, 1))
+                new = self._view_rows(obj, self._now, f"MATERIALIZED VIEW {display_name(name)}")
+                if new is None:  # an error of the view: its contents kept
+                    c.compare_and_append(Updates.empty(obj.schema), c.upper, self._now + 1)
+                    continue
                 old = obj.contents
                 delta = consolidate(concat([old.negated(), new]), since=self._now) if len(old) else new
                 c.compare_and_append(delta, c.upper, self._now + 1)

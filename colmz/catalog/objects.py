@@ -65,9 +65,9 @@ class CatalogObject:
 
     #: What a failing catalog call may change (``colmz.rollback``): the collection's and the
     #: task's state, both rolled back in place (they are shared: a task writes the
-    #: collection, views and tasks read it), a view's contents and its operators' state. The
-    #: rest is its definition.
-    ROLLBACK_FIELDS = ("collection", "task", "contents", "maintained")
+    #: collection, views and tasks read it), a view's contents, errors and its operators'
+    #: state. The rest is its definition.
+    ROLLBACK_FIELDS = ("collection", "task", "contents", "maintained", "errors")
 
     name: Key
     kind: str  # "table", "materialized view", "continual task"
@@ -78,6 +78,9 @@ class CatalogObject:
     task: ContinualTask | None = None
     contents: Updates | None = None  # a materialized view's contents at now (views="recompute")
     maintained: object = None  # a materialized view's operators (colmz.dataflow.maintained.MaintainedView)
+    #: a materialized view's errors over time, ``(time, message or None)`` where they change
+    #: (views="recompute": its query raising; a maintained view keeps its own, ``error_at``)
+    errors: tuple = ()
     #: An empty batch of its columns, made once, for the commits that only move its upper
     #: (``Engine._empty``; an immutable value, not state)
     empty: Updates | None = field(default=None, repr=False, compare=False)

@@ -26,6 +26,7 @@ import pyarrow as pa
 
 from colmz.catalog.column_kinds import string_kinds
 from colmz.catalog.objects import Key
+from colmz.dataflow.guard import error_at
 from colmz.dataflow.sqlmap import array_relations
 from colmz.ops import concat, consolidate
 from colmz.rows import expand, relation_rows
@@ -193,7 +194,25 @@ class Queries:
         coll = self._bring(self._objects[name]).collection  # read up to now: moved there if it lags
         if as_of < coll.since:
             raise ValueError(self._unreadable(name, as_of))
+        self.check_view_errors(name, as_of)
         return coll
+
+    def check_view_errors(self, name: Key, as_of: int) -> None:
+        """Raise the error a view ``name`` holds as of ``as_of`` -- its own or one of the
+        views it reads, as Materialize's errors flow downstream -- as ``SQLError``; nothing
+        for a table or a view without one (``colmz.dataflow.guard``)."""
+        seen, todo = set(), [name]
+        while todo:
+            n = todo.pop()
+            obj = self._objects.get(n)
+            if n in seen or obj is None or obj.kind != "materialized view":
+                continue
+            seen.add(n)
+            m = obj.maintained
+            error = m.error_at(as_of) if m is not None else error_at(obj.errors, as_of)
+            if error is not None:
+                raise SQLError(error)
+            todo.extend(obj.deps)
 
     def _unreadable(self, name: str, as_of: int) -> str:
         """Why ``name`` cannot be read at ``as_of`` (before its since): not created yet, or

@@ -42,6 +42,15 @@ subquery alone, its change fed to the operators above it; so is a set operation'
 ``UnsupportedSQL`` naming the node and its reason; the default maintains it with a
 :class:`FallbackWarning` naming the reason.
 
+Errors. A view's query may raise where Materialize puts an error beside the view's rows
+(a scalar subquery of more than one row: :mod:`colmz.dataflow.guard`). The commit lands;
+:attr:`MaintainedView.error` is the error after the last step (its ``ErrorGuard`` operators
+holding a row, or a recompute raising it), :meth:`MaintainedView.error_at` as of a time (the
+changes are kept, rolled back with the view), and the catalog raises it when the view -- or
+a view over it -- is read. Meanwhile the operators' output is written as it comes (rows
+never read while the error holds); a recompute that raised writes nothing (its previous
+output kept). A view restored from durable state reads its error from its guards' state.
+
 Rollback. ``MaintainedView`` declares ``ROLLBACK_FIELDS``: the catalog saves it with its
 object (in place, with every operator's state: append-only runs, saved as their length)
 and a failed commit rolls the operators back with the collections. The catalog saves a view
@@ -82,6 +91,8 @@ import numpy as np
 import pyarrow as pa
 
 from colmz.collection import MemoryCollection
+from colmz.dataflow.guard import MORE_THAN_ONE_ROW, error_at
+from colmz.dataflow.guard import ErrorGuard as ErrorGuardOp
 from colmz.dataflow.plan import Plan, PlanError, TemporalFilter, plan, render
 from colmz.dataflow.plan_binding import Refused
 from colmz.dataflow.sink import ViewSink
@@ -213,7 +224,7 @@ class MaintainedView:
         Get t AS t (k AS t.k, v AS t.v)  -- incremental O(delta)  [last commit: 1 in, 1 out]
     """
 
-    ROLLBACK_FIELDS = ("_pipeline", "_recompute", "_sink", "_drained")
+    ROLLBACK_FIELDS = ("_pipeline", "_recompute", "_sink", "_drained", "_errors")
 
     def __init__(self, schema: Schema, collection: MemoryCollection, inputs: Mapping[str, Schema],
                  plan_: Plan | None, reasons: list[str], evaluate: Callable[[int], Updates] | None,
@@ -243,10 +254,14 @@ class MaintainedView:
         # instead of counting the correction's buckets at every commit.
         self._drained = False
         self._states: list | None = None  # per rendered step, its operator's state structures
+        #: the view's errors over time: ``(time, message or None)`` at each time it changed,
+        #: in time order (``error_at``); a tuple replaced by each change (rolled back whole)
+        self._errors: tuple[tuple[int, str | None], ...] = ()
         #: per rendered step, each once (``Pipeline.steps``): (rows in, rows out, work
         #: counters) at the last commit
         self.last_work: list[tuple[int, int, int]] | None = None
         self.last_time: int | None = None
+        self._guards: list | None = None  # the pipeline's ErrorGuard operators, found once
 
     # ------------------------------------------------------------------ building
 
@@ -408,7 +423,14 @@ class MaintainedView:
         deltas = {n: at_time(u, time) for n, u in contents.items() if len(u)}
         if self._pipeline is not None:
             deltas = {n: u for n, u in deltas.items() if n in self._pipeline.tables}
-        self._write(time, self._output(time, deltas, True))
+        # (a view rebuilt at a durable reopen may start in error; a CREATE whose query raises
+        # fails before, when the catalog runs the query for the view's columns)
+        out, error = self._checked_output(time, deltas, True)
+        self._errors = ((time, error),) if error is not None else ()
+        if error is not None and self._pipeline is None:
+            self._hold(time)
+        else:
+            self._write(time, out)
         self.last_work = self.last_time = None  # "last commit" counts commits, not this
         if self.reasons == [CONSTANT]:
             # nothing changes a view that reads nothing: no previous output to diff against
@@ -470,7 +492,65 @@ class MaintainedView:
         if self._pipeline is not None:
             deltas = {n: u for n, u in deltas.items() if n in self._pipeline.tables}
         with undone_on_error(self):
-            return self._write(time, self._output(time, deltas, changed))
+            before = self.error
+            out, error = self._checked_output(time, deltas, changed)
+            if error != before:
+                if not self._errors:  # restored in error (durable state): since the restore
+                    self._errors = ((self._sink.collection.since, before),)
+                self._errors = (*self._errors, (time, error))
+            if error is not None and self._pipeline is None:
+                return self._hold(time)  # the recompute raised: no output to write
+            return self._write(time, out)
+
+    def _checked_output(self, time: int, deltas: Mapping[str, Updates], changed: bool
+                        ) -> tuple[Updates, str | None]:
+        """The output's change at ``time`` and the view's error after it (``None``: none): an
+        :class:`ErrorGuard` holding a row (the output as the operators give it), or a
+        recompute raising :data:`MORE_THAN_ONE_ROW` (no output: its previous one kept)."""
+        if self._pipeline is None:
+            try:
+                return self._output(time, deltas, changed), None
+            except SQLError as e:
+                if str(e) != MORE_THAN_ONE_ROW:
+                    raise
+                return Updates.empty(self.schema), MORE_THAN_ONE_ROW
+        out = self._output(time, deltas, changed)
+        return out, self._guard_error()
+
+    def _guard_error(self) -> str | None:
+        """The message of the first of the pipeline's :class:`ErrorGuard` s holding a row."""
+        guards = self._guards
+        if guards is None:
+            guards = self._guards = [op for op in self._pipeline.operators if isinstance(op, ErrorGuardOp)]
+        return next((g.message for g in guards if g.held), None)
+
+    def _hold(self, time: int) -> Updates:
+        """A recompute that raised the view's error has no output at ``time``: the
+        collection keeps its contents and only moves its upper past ``time``; the first
+        recompute that answers again writes its difference from them (its previous output
+        is kept, or, rebuilt at a reopen, the sink holds the persisted contents to correct)."""
+        coll = self._sink.collection
+        if time >= coll.upper:
+            coll.compare_and_append(Updates.empty(self.schema), coll.upper, time + 1)
+            self._sink.correction.advance_since(time + 1)  # as a write would
+        self._drained = False
+        return Updates.empty(self.schema)
+
+    @property
+    def error(self) -> str | None:
+        """The view's error after its last step (PostgreSQL's words), or ``None``: reading
+        the view raises it (``colmz.Catalog``). Its collection holds what its operators
+        output meanwhile (Materialize's rows beside its errors: never read while the error
+        holds), or, for a view recomputed whole, its contents as of its last answer."""
+        if self._errors:
+            return self._errors[-1][1]
+        # none recorded: none since CREATE, or operators restored from durable state (their
+        # guards say)
+        return None if self._pipeline is None else self._guard_error()
+
+    def error_at(self, time: int) -> str | None:
+        """The view's error as of ``time`` (the last change at or before it), or ``None``."""
+        return error_at(self._errors, time) if self._errors else self.error
 
     # ------------------------------------------------------------------ explaining
 

@@ -430,6 +430,7 @@ class MinMaxReduce:
         ranges = base.ranges_words(keys, layout)
         whole = delta  # what an own arrangement takes, whichever groups re-reduce below
         easy_out = None
+        kept_dq = None  # the delta's rows' groups when only some groups re-reduce below
         reduced = self._in_place_extremes(delta, ranges, names, dcols, len(keys))
         if reduced is not None:
             had, lo, hi, read, mixed = reduced
@@ -467,7 +468,7 @@ class MinMaxReduce:
                         time, delta.take(rows), np.ascontiguousarray(keys[easy]), layout,
                         (had[easy], {c: v[easy] for c, v in lo.items()}, {c: v[easy] for c, v in hi.items()},
                          int(read[easy].sum())),
-                        {c: (w[rows], wl) for c, (w, wl) in dcols.items()})
+                        {c: (w[rows], wl) for c, (w, wl) in dcols.items()}, (np.cumsum(easy) - 1)[dq[rows]])
                 if not hard.any():
                     self._arranged.insert_checked(time, Updates({c: delta.column(c) for c in self._arranged_columns},
                                                                 delta.time, delta.diff, copy=False))
@@ -475,6 +476,9 @@ class MinMaxReduce:
             rows = np.flatnonzero(hard[dq])
             keys = np.ascontiguousarray(keys[hard])
             ranges = [(run, a[hard], b[hard]) for run, a, b in ranges]
+            # each kept row's group among the kept ones: not the subset encoded again, whose
+            # layout may differ from the groups' (no NULL key left: no null word)
+            kept_dq = (np.cumsum(hard) - 1)[dq[rows]]
             delta = delta.take(rows)
             dcols = {c: (w[rows], wl) for c, (w, wl) in dcols.items()}
             n = len(delta)
@@ -490,8 +494,11 @@ class MinMaxReduce:
             self._arranged.insert_checked(time, Updates({c: whole.column(c) for c in self._arranged_columns},
                                                         whole.time, whole.diff, copy=False))
         m = len(keys)
-        dkw, _ = encode_columns([delta.column(g) for g in self.group_by], n=n)
-        dq = search_rows(keys, dkw, "left")
+        if kept_dq is not None:
+            dq = kept_dq
+        else:
+            dkw, _ = encode_columns([delta.column(g) for g in self.group_by], n=n)
+            dq = search_rows(keys, dkw, "left")
         n_read = len(got.diff)
         q_all = np.concatenate([np.asarray(got.query, np.int64), np.asarray(dq, np.int64)])
         d_all = np.concatenate([np.asarray(got.diff, np.int64), np.asarray(delta.diff, np.int64)])
@@ -630,17 +637,20 @@ class MinMaxReduce:
                 hi[c][held] = np.maximum(hi[c][held], np.maximum.reduceat(v, starts))
         return had, lo, hi, read, mixed
 
-    def _step_inserted(self, time, delta, keys, layout, reduced, dcols) -> Updates:
+    def _step_inserted(self, time, delta, keys, layout, reduced, dcols, dq=None) -> Updates:
         """The per-group step of a delta that only inserts over an own arrangement (read
         before the delta enters), for groups whose extremes before were reduced in place
         (:meth:`_in_place_extremes`, none of them ``mixed``): each group's extremes after are
         those folded with the delta's (``min(old min, min inserted)``, as Materialize's
         monotonic plan folds them). Only the groups whose extremes changed are decoded and
-        emitted. The caller inserts the delta into the arrangement."""
+        emitted. The caller inserts the delta into the arrangement. ``dq``: each delta row's
+        group among ``keys`` when the caller knows it (``delta`` a subset of its delta: encoded
+        again, its key layout may not be the groups')."""
         had, lo, hi, n_read = reduced
         m = len(keys)
-        dkw, _ = encode_columns([delta.column(g) for g in self.group_by], n=len(delta))
-        dq = search_rows(keys, dkw, "left")
+        if dq is None:
+            dkw, _ = encode_columns([delta.column(g) for g in self.group_by], n=len(delta))
+            dq = search_rows(keys, dkw, "left")
         new_lo, new_hi = {}, {}
         for c, (dw, _) in dcols.items():
             w = dw[:, 0]

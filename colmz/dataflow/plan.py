@@ -114,8 +114,8 @@ ANY|ALL (subquery)`` as a value is a cross join with the subquery's bound and co
 ``(a, b) IN (subquery)`` in ``WHERE`` is a semijoin on every column, and as a value one
 branch per NULL pattern of ``(a, b)``, each left-joined with the subquery's rows by theirs
 (PostgreSQL's NULLs of row comparisons: :meth:`_Planner.row_in_value`); an uncorrelated
-scalar subquery not one row by its shape is its rows or a NULL, guarded by a count whose filter raises PostgreSQL's error past one
-row (:meth:`_Planner.at_most_one`).
+scalar subquery not one row by its shape is its rows or a NULL, its count past one row an error of the view (an
+:class:`ErrorGuard`: the commit lands, reading the view raises PostgreSQL's error; :meth:`_Planner.at_most_one`).
 ``NATURAL JOIN`` is ``USING`` the columns both sides show under one name;
 ``JOIN ... USING`` equates the columns (inner and left
 joins: the right side's column reachable qualified only, ``*`` listing it once, first; right
@@ -219,6 +219,7 @@ from colmz.dataflow.plan_nodes import (
     Comparison,
     Constant,
     Distinct,
+    ErrorGuard,
     Fallback,
     FlatMap,
     Get,
@@ -272,7 +273,7 @@ from colmz.sql.tokens import tokenize
 from colmz.sql.tree import Expression, Order, Query, Table, parse_tree
 
 __all__ = ["INCREMENTAL", "PER_GROUP", "PER_OUTER_KEY", "PER_PARTITION", "Aggregate", "BasicReduce", "CollatedReduce", "Comparison",
-           "Constant", "Distinct", "Fallback", "Get", "GroupSql", "IsNullPredicate", "Join", "JsonbCheck", "MapFilter",
+           "Constant", "Distinct", "ErrorGuard", "Fallback", "Get", "GroupSql", "IsNullPredicate", "Join", "JsonbCheck", "MapFilter",
            "Negate", "Node", "Pipeline", "Plan", "PlanError", "Predicate", "Reduce", "SqlMapFilter", "SqlTopK",
            "TemporalFilter", "Threshold",
            "TopK", "Union", "Window", "fused", "monotonic_plan", "plan", "render"]

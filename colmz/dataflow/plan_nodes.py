@@ -20,7 +20,7 @@ from colmz.dataflow.minmax import bucketing
 from colmz.order import ColumnSpec
 
 __all__ = ["INCREMENTAL", "ITERATED", "PER_GROUP", "PER_OUTER_KEY", "PER_PARTITION", "Aggregate", "BasicReduce", "Comparison", "Constant",
-           "Distinct", "Fallback", "FlatMap", "Get", "GroupSql", "IsNullPredicate", "Join", "JsonbCheck", "LetRec", "MapFilter",
+           "Distinct", "ErrorGuard", "Fallback", "FlatMap", "Get", "GroupSql", "IsNullPredicate", "Join", "JsonbCheck", "LetRec", "MapFilter",
            "Negate", "Node",
            "Plan", "Predicate", "Reduce", "Schema", "SqlMapFilter", "SqlTopK", "TemporalFilter", "Threshold", "TopK", "Union",
            "Variable", "Window", "fused", "placeholder", "pushed_below_sql", "renamed", "variable_key", "with_inputs"]
@@ -327,6 +327,24 @@ class JsonbCheck(Node):
 
     def describe(self) -> str:
         return f"Check [{', '.join(self.shown)}] (no DuckDB call)"
+
+
+@dataclass(frozen=True)
+class ErrorGuard(Node):
+    """An error of the view, ``message``, while ``input`` holds a row
+    (:mod:`colmz.dataflow.guard`); it outputs no row (``schema`` the columns of the ``Union``
+    it stands in). ``shown`` says the error's cause, for EXPLAIN."""
+
+    input: Node | None = None
+    message: str = ""
+    shown: str = ""
+
+    @property
+    def inputs(self):
+        return (self.input,)
+
+    def describe(self) -> str:
+        return f"ErrorGuard [{self.shown}] (an error of the view while its input holds a row; no output row)"
 
 
 @dataclass(frozen=True)

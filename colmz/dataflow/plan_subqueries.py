@@ -34,6 +34,7 @@ import dataclasses
 
 import pyarrow as pa
 
+from colmz.dataflow.guard import MORE_THAN_ONE_ROW
 from colmz.dataflow.plan_binding import (
     COMPARE_OPS,
     FLIPPED,
@@ -56,6 +57,7 @@ from colmz.dataflow.plan_nodes import (
     Comparison,
     Constant,
     Distinct,
+    ErrorGuard,
     Fallback,
     IsNullPredicate,
     Join,
@@ -950,23 +952,25 @@ class SubqueryLowering:
     def at_most_one(self, rows: Node, text: str) -> Node:
         """A scalar subquery's one column ``rows`` as exactly one row, as Materialize
         decorrelates one not one row by its shape: its rows when it has one, a NULL when it
-        has none, and an error -- PostgreSQL's, failing the commit -- when a change leaves it
-        with more than one. The guard is a global count of ``rows`` filtered by ``CASE WHEN
-        n > 1 THEN error(...) ELSE n = 0 END`` (one SQL segment over the count's change): its
-        row, while ``rows`` is empty, is crossed with a constant NULL. (DuckDB's recompute
+        has none, and while a change leaves it with more than one an error of the view --
+        PostgreSQL's words, :data:`MORE_THAN_ONE_ROW` -- that the commit does not fail on:
+        reading the view raises it until a later change leaves one row or none
+        (:mod:`colmz.dataflow.guard`). The count of ``rows`` is global: its row, while
+        ``rows`` is empty, is crossed with a constant NULL; past one it feeds an
+        :class:`ErrorGuard`, which stands in the union adding no row. (DuckDB's recompute
         raises the same error whether or not the outer query has rows.)"""
         col = rows.schema[0]
         tag = self.fresh("one")
         count = Aggregate(f"{tag}.rows", "count", None, "accumulable")
         counts = Reduce(self.reduce_schema(rows.schema, [], [count]), rows, (), (count,))
         n = placeholder(0)
-        guard = self.sql_segment(counts, (f"CASE WHEN {n} > 1 THEN error('more than one row returned by a subquery "
-                                           f"used as an expression') ELSE {n} = 0 END",), None,
-                                 [f"{text}: at most one row, else an error"])
+        guard = self.sql_segment(counts, (f"{n} = 0",), None, [f"{text}: none, a NULL"])
         null = Constant((ColumnSpec(col.name, col.type),), ((None,),))
         empty = Join(null.schema + guard.schema, (null, guard), "inner")
         empty = fused(null.schema, empty, (), ((col.name, col.name),))
-        return Union(rows.schema, (rows, empty))
+        many = self.sql_segment(counts, (f"{n} > 1",), None, [f"{text}: more than one row"])
+        error = ErrorGuard(null.schema, many, MORE_THAN_ONE_ROW, f"{text}: at most one row, else an error")
+        return Union(rows.schema, (rows, empty, error))
 
     def typed_subquery(self, node: Node, sub: Expression, scope: Scope) -> tuple[Node, str]:
         """A scalar subquery read by a condition (:meth:`scalar_subquery`) whose native

@@ -39,6 +39,7 @@ from colmz.dataflow.collate import Collation
 from colmz.dataflow.constant import Constant as ConstantOp
 from colmz.dataflow.distinct import Distinct as DistinctOp
 from colmz.dataflow.distinct import Threshold as ThresholdOp
+from colmz.dataflow.guard import ErrorGuard as ErrorGuardOp
 from colmz.dataflow.iterate import Iterate
 from colmz.dataflow.join import DeltaJoin
 from colmz.dataflow.jsonbcheck import JsonbCheck as JsonbCheckOp
@@ -53,6 +54,7 @@ from colmz.dataflow.plan_nodes import (
     Comparison,
     Constant,
     Distinct,
+    ErrorGuard,
     Fallback,
     FlatMap,
     Get,
@@ -277,6 +279,8 @@ def _render_node(node: Node, tables: Mapping[str, Schema], fallback, shared: Sha
                             lateral=node.lateral if isinstance(node, FlatMap) else "", kinds=node.kinds)
     elif isinstance(node, JsonbCheck):
         op = JsonbCheckOp(ins[0].schema, node.columns)
+    elif isinstance(node, ErrorGuard):
+        op = ErrorGuardOp(ins[0].schema, node.schema, node.message)
     elif isinstance(node, Reduce):
         own = node.hierarchical_plan != "per group"  # the monotonic and bucketed plans keep their own state
         op = reduce_operator(ins[0].schema, node.group_by, node.aggregates,

@@ -138,7 +138,9 @@ NOT_ROLLED_BACK.update({
     # work counters (diagnostics), the operators' state structures found once (the same
     # objects, rolled back in place with the operators); its operators, recompute and sink
     # are rolled back in place
-    "MaintainedView": {"schema", "inputs", "plan", "reasons", "uses_now", "last_work", "last_time", "_states"},
+    # the ErrorGuard operators found once (the same objects, rolled back in place)
+    "MaintainedView": {"schema", "inputs", "plan", "reasons", "uses_now", "last_work", "last_time", "_states",
+                       "_guards"},
     # configuration, the evaluation callback, the last recompute's size (a work counter)
     "Recompute": {"schema", "reason", "_evaluate", "rows_recomputed"},
     # its SQL (text, translated), schemas, DuckDB session and runner (configuration), the
@@ -146,6 +148,8 @@ NOT_ROLLED_BACK.update({
     "SqlMapFilter": {"input_schema", "where", "select", "sql", "translated", "_run", "_con", "schema", "calls"},
     # its checked columns (configuration) and the values it has checked (a work counter)
     "JsonbCheck": {"schema", "columns", "values_checked"},
+    # its columns and message (configuration)
+    "ErrorGuard": {"schema", "output", "message"},
     # its rows (configuration); whether it has stepped is its clock
     "Constant": {"schema", "rows"},
     # its bounds, projection and held columns' names (configuration), the rows it has read and
@@ -166,8 +170,8 @@ NOT_ROLLED_BACK.update({
 
 _DATAFLOW = {"Clock", "KeyedArrangement", "Accumulators", "FueledRuns", "MapFilter", "Union", "Negate", "DeltaJoin", "OuterJoin",
              "AccumulableReduce", "MinMaxReduce", "_ByCount", "TopK", "ViewSink", "Collation", "CollatedReduce",
-             "Pipeline", "MaintainedView", "Recompute", "SqlMapFilter", "JsonbCheck", "Constant", "TemporalFilter",
-             "GroupRecompute", "SharedArrangements", "Iterate"}
+             "Pipeline", "MaintainedView", "Recompute", "SqlMapFilter", "JsonbCheck", "ErrorGuard", "Constant",
+             "TemporalFilter", "GroupRecompute", "SharedArrangements", "Iterate"}
 
 
 def _dataflow_example(name: str):
@@ -175,6 +179,7 @@ def _dataflow_example(name: str):
     from colmz.dataflow import plan
     from colmz.dataflow.collate import Collation
     from colmz.dataflow.fueled import FueledRuns, Merge
+    from colmz.dataflow.guard import ErrorGuard
     from colmz.dataflow.jsonbcheck import JsonbCheck
     from colmz.dataflow.maintained import Recompute
     from colmz.dataflow.recompute import INPUT_RELATION, GroupRecompute
@@ -207,6 +212,7 @@ def _dataflow_example(name: str):
         "Recompute": lambda: Recompute(k, "why", lambda t: colmz.Updates.empty(k)),
         "SqlMapFilter": lambda: SqlMapFilter(k, ['"colmz_c0" % 2 = 0'], [('"colmz_c1" + 1', "w")]),
         "JsonbCheck": lambda: JsonbCheck(k, [1]),
+        "ErrorGuard": lambda: ErrorGuard(k, k, "boom"),
         "Constant": lambda: df.Constant(k, [(1, 2)]),
         "TemporalFilter": lambda: df.TemporalFilter(k, [df.Bound("v", "<=", 2)]),
         "SharedArrangements": SharedArrangements,
