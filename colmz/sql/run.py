@@ -313,8 +313,8 @@ _ERRORS = (
                                "lookaround or word boundary of PostgreSQL's regular expressions) is not "
                                "supported by colmz (DuckDB's RE2 has none)"),
     # PostgreSQL's syntax DuckDB's parser lacks
-    (re.compile(r'Parser Error: syntax error at or near "(OVERLAPS)"|Parser Error: syntax error at or near "WITH"'
-                r".*?(FETCH) FIRST .*? WITH TIES", re.DOTALL), UnsupportedSQL,
+    (re.compile(r'Parser Error: syntax error at or near "(OVERLAPS)"|Parser Error: syntax error at or near "(?i:WITH)"'
+                r".*?((?i:FETCH))\s+(?i:FIRST|NEXT)\s.*?(?i:WITH\s+TIES)", re.DOTALL), UnsupportedSQL,
      lambda m: f"{'OVERLAPS' if m.group(1) else 'FETCH FIRST ... WITH TIES'} is not supported by colmz (DuckDB's "
                "grammar has none)"),
     (re.compile(r'Parser Error: syntax error at or near "(?:(NORMALIZED|NFC|NFD|NFKC|NFKD)|(DOCUMENT)|(ONLY))"'
