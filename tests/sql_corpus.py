@@ -2574,6 +2574,12 @@ QUERIES = [
                                        'percentile_cont(NULL) WITHIN GROUP (ORDER BY score) AS b FROM people'),
     ('hunt5_percentile_null_grouped', 'SELECT city, percentile_disc(NULL) WITHIN GROUP (ORDER BY age) FILTER (WHERE age > 1) '
                                       'AS a FROM people GROUP BY city ORDER BY city'),
+    # DuckDB's IGNORE/RESPECT NULLS among a window call's arguments: PostgreSQL's syntax error;
+    # ntile's bucket count is read once per partition in PostgreSQL (one varying by row refused)
+    ('hunt5_fail_window_ignore_nulls_argument', 'SELECT id, lag(age IGNORE NULLS) OVER (ORDER BY id) AS a FROM people'),
+    ('hunt5_fail_window_respect_nulls_argument', 'SELECT id, first_value(age respect nulls) OVER (ORDER BY id) AS a FROM people'),
+    ('hunt5_ntile_varying_count', 'SELECT id, ntile(age) OVER (ORDER BY id) AS t FROM people ORDER BY id'),
+    ('hunt5_ntile_constant_expression', 'SELECT id, ntile(1 + 2) OVER (PARTITION BY city ORDER BY id) AS t FROM people ORDER BY id'),
     # FETCH ... WITH TIES however written: refused by name (DuckDB's grammar has none)
     ('hunt5_fetch_next_with_ties', 'SELECT id FROM orders ORDER BY amount OFFSET 1 ROWS FETCH NEXT 1 ROWS WITH TIES'),
     ('hunt5_fetch_with_ties_lower', 'SELECT id FROM orders ORDER BY amount fetch first 1 rows with ties'),

@@ -794,6 +794,21 @@ MOD = RESERVED_PREFIX + "mod"
 PERCENTILE_CONT = RESERVED_PREFIX + "percentile_cont"
 
 
+def _ntile(c: Call) -> str | None:
+    # An integer (DuckDB's is a bigint). PostgreSQL reads the bucket count once per partition,
+    # at its first row whose count is not NULL (window_ntile), DuckDB at each row: a count
+    # that may vary by row (a column, a subquery, a window's value) is refused by name.
+    if not c.window:
+        return None
+    m = _OVER.search(c.text, c.node.start, c.node.end)
+    over = m.start() if m else c.node.end
+    if any(n.cls in ("COLUMN_REF", "SUBQUERY", "WINDOW", "PARAMETER") for k in c.node.children
+           if k.start >= 0 and k.end <= over for n in k.walk()):
+        raise UnsupportedSQL("ntile() of a bucket count that varies by row is not supported by colmz "
+                             "(PostgreSQL reads it once per partition, DuckDB at each row)")
+    return f"CAST({c.by(None)} AS INTEGER)"
+
+
 def _percentile(c: Call) -> str | None:
     # A constant fraction DuckDB's binder refuses: NULL is PostgreSQL's NULL result (the
     # call kept, of fraction 0, under a CASE that never takes it: an aggregate still, of the
@@ -3214,7 +3229,7 @@ CALLS: dict[str, Rule] = {
     **dict.fromkeys(_POLYMORPHIC, _polymorphic),
     "array_agg": lambda c: f"{AGG_ARRAYS}({c.by(lambda c: _polymorphic(c) or _sorted_distinct(c))})",
     "pg_typeof": _refuse("pg_typeof() is not supported by colmz (DuckDB names its own types)"),
-    "ntile": lambda c: f"CAST({c.by(None)} AS INTEGER)" if c.window else None,  # (an integer, DuckDB's a bigint)
+    "ntile": _ntile,
     "corr": _null_at_zero("regr_sxx", "regr_syy"), "regr_slope": _null_at_zero("regr_sxx"),
     "sum": _sum_of_real, "concat": _concat_call, "concat_ws": _concat_call, "avg": _avg, "mod": _macro(MOD, 2),
     "percentile_cont": lambda c: None if c.table else f"{PERCENTILE_CONT}({c.by(_percentile)})",

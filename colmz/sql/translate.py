@@ -266,7 +266,8 @@ def check_clauses(sql: str, toks) -> None:
       any row's value); ``DISTINCT ON`` expressions that are not the leading ``ORDER BY``
       items (DuckDB keeps any row of each), by ``transformDistinctOnClause``'s test;
     * an aggregate's ``DISTINCT`` or ``ORDER BY`` over a window (read from the call's
-      tokens: the tree keeps neither); ``GROUPS`` frames without ``ORDER BY``; a
+      tokens: the tree keeps neither), DuckDB's ``IGNORE NULLS``/``RESPECT NULLS`` among a
+      window call's arguments; ``GROUPS`` frames without ``ORDER BY``; a
       window specification naming an existing window and its own ``PARTITION BY``.
 
     An expression is matched to a select item as PostgreSQL's ``findTargetlistEntrySQL92``
@@ -298,30 +299,38 @@ def check_clauses(sql: str, toks) -> None:
                     continue
                 if ("GROUPS" in n.over.start or "GROUPS" in n.over.end) and not n.over.orders:
                     raise SQLError(_WINDOW_ERRORS["groups"])
-                if n.start >= 0 and n.type == "WINDOW_AGGREGATE":
-                    if starts is None:
-                        starts = [t.start for t in toks]
-                    at = bisect.bisect_left(starts, n.start)
-                    if at + 2 < len(toks) and toks[at + 1].text == "(":
-                        if toks[at + 2].upper == "DISTINCT":
-                            raise SQLError(_WINDOW_ERRORS["distinct"])
-                        if _orders_arguments(toks, at + 1):
-                            raise SQLError(_WINDOW_ERRORS["order"])
+                if n.start < 0:
+                    continue
+                if starts is None:
+                    starts = [t.start for t in toks]
+                at = bisect.bisect_left(starts, n.start) + 1  # (the call's "(")
+                if at >= len(toks) or toks[at].text != "(":
+                    continue
+                if n.type == "WINDOW_AGGREGATE" and at + 1 < len(toks) and toks[at + 1].upper == "DISTINCT":
+                    raise SQLError(_WINDOW_ERRORS["distinct"])
+                if n.type == "WINDOW_AGGREGATE" and _argument_word(toks, at, "ORDER") is not None:
+                    raise SQLError(_WINDOW_ERRORS["order"])
+                # f(x IGNORE NULLS) OVER (...): DuckDB's grammar, PostgreSQL's syntax error
+                k = _argument_word(toks, at, "IGNORE", "RESPECT")
+                if k is not None and k + 1 < len(toks) and toks[k + 1].upper == "NULLS":
+                    raise SQLError(f'syntax error at or near "{toks[k].text}"')
         if '"' not in sql:
             _check_distinct_order(d, sql)
 
 
-def _orders_arguments(toks, open_at: int) -> bool:
-    # whether the call whose "(" is toks[open_at] has an ORDER BY among its arguments (at
-    # its own depth: not one of a call or subquery inside them)
+def _argument_word(toks, open_at: int, *words: str) -> int | None:
+    # the position of the first of ``words`` among the arguments of the call whose "(" is
+    # toks[open_at] (at its own depth: not in a call or subquery inside them); None when
+    # there is none
     depth = 0
-    for t in toks[open_at:]:
+    for i in range(open_at, len(toks)):
+        t = toks[i]
         depth += (t.text == "(") - (t.text == ")")
         if depth == 0:
-            return False
-        if depth == 1 and t.upper == "ORDER":
-            return True
-    return False
+            return None
+        if depth == 1 and t.upper in words:
+            return i
+    return None
 
 
 def _check_distinct_order(d: Query, sql: str) -> None:
