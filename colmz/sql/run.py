@@ -321,6 +321,9 @@ _ERRORS = (
                 r'|Parser Error: syntax error at or near "(?:FOR|USING)".*?\b(FOR (?:NO KEY )?UPDATE|FOR (?:KEY )?SHARE'
                 r'|ORDER BY .*? USING)', re.IGNORECASE | re.DOTALL), UnsupportedSQL,
      lambda m: f"{_NO_GRAMMAR[m.lastindex]} is not supported by colmz (DuckDB's grammar has none)"),
+    (re.compile(r'Parser Error: Unknown ordered aggregate "(rank|dense_rank|percent_rank|cume_dist)"', re.IGNORECASE),
+     UnsupportedSQL, lambda m: f"{m.group(1).lower()}(...) WITHIN GROUP (a hypothetical-set aggregate) is not "
+                               "supported by colmz (DuckDB's grammar has none)"),
     (re.compile(r"Parser Error: Sample method Bernoulli cannot be used"), UnsupportedSQL,
      lambda m: "TABLESAMPLE BERNOULLI is not supported by colmz (DuckDB reads its argument as a row count)"),
     (re.compile(r"Binder Error: UNNEST\(\) can only be applied to lists, structs and NULL, not VARCHAR"), UnsupportedSQL,
