@@ -280,7 +280,8 @@ def check_clauses(sql: str, toks) -> None:
 
     >>> check_clauses("SELECT DISTINCT g FROM t ORDER BY v", tokenize("SELECT DISTINCT g FROM t ORDER BY v"))
     Traceback (most recent call last):
-    colmz.sql.errors.SQLError: for SELECT DISTINCT, ORDER BY expressions must appear in select list
+    ...
+    colmz.sql.SQLError: for SELECT DISTINCT, ORDER BY expressions must appear in select list
     """
     for i in range(len(toks) - 3):  # OVER (w PARTITION BY ...), WINDOW x AS (w PARTITION BY ...)
         t = toks[i + 2]
