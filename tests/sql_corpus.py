@@ -2530,4 +2530,76 @@ QUERIES = [
     ('edges_fail_int_column_text_range', "SELECT t::int AS a FROM (VALUES ('99999999999')) v(t)"),
     ('edges_fail_boolean_text', "SELECT 'x'::boolean AS a"),
     ('edges_fail_boolean_text_quote', "SELECT 'it''s'::boolean AS a"),
+    # --- hunt5: DISTINCT and DISTINCT ON beside ORDER BY, window specifications, ordered-set
+    # fractions (PostgreSQL's errors where DuckDB answered; a NULL fraction is NULL)
+    ('hunt5_distinct_order_by_item', 'SELECT DISTINCT city AS c FROM people ORDER BY city'),
+    ('hunt5_distinct_order_by_expression', 'SELECT DISTINCT age + 1 AS a FROM people ORDER BY age + 1'),
+    ('hunt5_distinct_order_by_qualified', 'SELECT DISTINCT p.age FROM people p ORDER BY age'),
+    ('hunt5_distinct_order_by_cast', 'SELECT DISTINCT CAST(age AS text) AS t FROM people ORDER BY age::text'),
+    ('hunt5_distinct_on_repeated_order', 'SELECT DISTINCT ON (city) city, name FROM people ORDER BY city, name, city DESC'),
+    ('hunt5_distinct_on_permuted_order', 'SELECT DISTINCT ON (city, age) city, age FROM people ORDER BY age, city, name'),
+    ('hunt5_distinct_on_by_position', 'SELECT DISTINCT ON (2) id, status FROM orders ORDER BY status, id DESC'),
+    ('hunt5_distinct_on_output_name', 'SELECT DISTINCT ON (s) status AS s, id FROM orders ORDER BY s, id'),
+    ('hunt5_fail_distinct_order_not_in_list', 'SELECT DISTINCT city FROM people ORDER BY age'),
+    ('hunt5_fail_distinct_order_expression', 'SELECT DISTINCT age FROM people ORDER BY age + 1'),
+    ('hunt5_fail_distinct_order_aggregate', 'SELECT DISTINCT city FROM people ORDER BY count(*)'),
+    ('hunt5_fail_distinct_order_other_cast', 'SELECT DISTINCT age FROM people ORDER BY age * 2'),
+    ('hunt5_fail_distinct_in_subquery', 'SELECT * FROM (SELECT DISTINCT city FROM people ORDER BY name) t'),
+    ('hunt5_fail_distinct_on_not_leading', 'SELECT DISTINCT ON (city) city, name FROM people ORDER BY name, city'),
+    ('hunt5_fail_distinct_on_other_order', 'SELECT DISTINCT ON (city) city FROM people ORDER BY name'),
+    ('hunt5_fail_distinct_on_missing_key', 'SELECT DISTINCT ON (city, age) city, name FROM people ORDER BY city, name'),
+    ('hunt5_fail_distinct_on_other_expression', 'SELECT DISTINCT ON (coalesce(age, 0)) name FROM people ORDER BY coalesce(age, 1), name'),
+    ('hunt5_fail_window_count_distinct', 'SELECT count(DISTINCT city) OVER () AS c FROM people'),
+    ('hunt5_fail_window_aggregate_order', 'SELECT array_agg(id ORDER BY id) OVER (PARTITION BY city) AS a FROM people'),
+    ('hunt5_fail_window_string_agg_order', "SELECT string_agg(name, ',' ORDER BY name) OVER () AS a FROM people"),
+    ('hunt5_fail_groups_without_order', 'SELECT sum(age) OVER (GROUPS BETWEEN CURRENT ROW AND CURRENT ROW) AS s FROM people'),
+    ('hunt5_fail_groups_unbounded_without_order', 'SELECT count(*) OVER (GROUPS UNBOUNDED PRECEDING) AS s FROM people'),
+    ('hunt5_fail_window_partition_override', 'SELECT sum(age) OVER (w PARTITION BY city) AS s FROM people WINDOW w AS (ORDER BY id)'),
+    ('hunt5_fail_window_clause_partition_override', 'SELECT sum(age) OVER w2 AS s FROM people '
+                                                    'WINDOW w AS (ORDER BY id), w2 AS (w PARTITION BY city)'),
+    ('hunt5_fail_percentile_above_one', 'SELECT percentile_disc(1.5) WITHIN GROUP (ORDER BY age) AS a FROM people'),
+    ('hunt5_fail_percentile_cont_two', 'SELECT percentile_cont(2) WITHIN GROUP (ORDER BY score) AS a FROM people'),
+    ('hunt5_window_aggregate_plain', 'SELECT id, array_agg(id) OVER (PARTITION BY city ORDER BY id) AS a FROM people ORDER BY id'),
+    ('hunt5_window_named_refined', 'SELECT id, sum(amount) OVER (w ORDER BY id ROWS 1 PRECEDING) AS s FROM orders '
+                                   'WINDOW w AS (PARTITION BY status) ORDER BY id'),
+    ('hunt5_groups_of_named_order', 'SELECT id, sum(amount) OVER (w GROUPS 1 PRECEDING) AS s FROM orders '
+                                    'WINDOW w AS (ORDER BY amount) ORDER BY id'),
+    ('hunt5_window_exclude_group', 'SELECT id, count(*) OVER (ORDER BY amount RANGE BETWEEN UNBOUNDED PRECEDING '
+                                   'AND CURRENT ROW EXCLUDE GROUP) AS c FROM orders ORDER BY id'),
+    ('hunt5_window_range_interval', "SELECT id, count(*) OVER (ORDER BY ts RANGE BETWEEN interval '1 day' PRECEDING "
+                                    "AND CURRENT ROW) AS c FROM orders ORDER BY id"),
+    ('hunt5_window_range_desc_nulls', 'SELECT id, count(*) OVER (ORDER BY age DESC NULLS LAST RANGE BETWEEN 5 PRECEDING '
+                                      'AND 5 FOLLOWING) AS c FROM people ORDER BY id'),
+    ('hunt5_percentile_null_fraction', 'SELECT percentile_disc(NULL) WITHIN GROUP (ORDER BY age) AS a, '
+                                       'percentile_cont(NULL) WITHIN GROUP (ORDER BY score) AS b FROM people'),
+    ('hunt5_percentile_null_grouped', 'SELECT city, percentile_disc(NULL) WITHIN GROUP (ORDER BY age) FILTER (WHERE age > 1) '
+                                      'AS a FROM people GROUP BY city ORDER BY city'),
+    # DuckDB's IGNORE/RESPECT NULLS among a window call's arguments: PostgreSQL's syntax error;
+    # ntile's bucket count is read once per partition in PostgreSQL (one varying by row refused)
+    ('hunt5_fail_window_ignore_nulls_argument', 'SELECT id, lag(age IGNORE NULLS) OVER (ORDER BY id) AS a FROM people'),
+    ('hunt5_fail_window_respect_nulls_argument', 'SELECT id, first_value(age respect nulls) OVER (ORDER BY id) AS a FROM people'),
+    ('hunt5_ntile_varying_count', 'SELECT id, ntile(age) OVER (ORDER BY id) AS t FROM people ORDER BY id'),
+    ('hunt5_ntile_constant_expression', 'SELECT id, ntile(1 + 2) OVER (PARTITION BY city ORDER BY id) AS t FROM people ORDER BY id'),
+    # a RANGE frame's offset typed against its ORDER BY key as PostgreSQL's in_range support is
+    # found (a string beside a date or timestamp, an interval there: tests/colmz/sql/test_setop_types.py)
+    ('hunt5_window_range_integer_casts', 'SELECT id, count(*) OVER (ORDER BY age RANGE BETWEEN 5::bigint PRECEDING '
+                                         'AND 5::smallint FOLLOWING) AS c FROM people ORDER BY id'),
+    ('hunt5_fail_range_integer_numeric_offset', 'SELECT id, count(*) OVER (ORDER BY age RANGE BETWEEN 2.5 PRECEDING '
+                                                'AND CURRENT ROW) AS c FROM people'),
+    ('hunt5_fail_range_bigint_double_offset', 'SELECT id, count(*) OVER (ORDER BY amount RANGE BETWEEN 1::float8 '
+                                              'PRECEDING AND CURRENT ROW) AS c FROM orders'),
+    ('hunt5_fail_range_date_integer_offset', 'SELECT id, count(*) OVER (ORDER BY joined RANGE BETWEEN 30 PRECEDING '
+                                             'AND CURRENT ROW) AS c FROM people'),
+    ('hunt5_fail_range_timestamp_numeric_offset', 'SELECT id, count(*) OVER (ORDER BY ts RANGE BETWEEN CURRENT ROW '
+                                                  'AND 1.5 FOLLOWING) AS c FROM orders'),
+    ('hunt5_fail_range_named_window_offset', 'SELECT id, sum(age) OVER w AS s FROM people '
+                                             'WINDOW w AS (ORDER BY age RANGE BETWEEN 0.5 PRECEDING AND CURRENT ROW)'),
+    # hypothetical-set aggregates: refused by name (DuckDB's parser knows none)
+    ('hunt5_hypothetical_rank', 'SELECT rank(30) WITHIN GROUP (ORDER BY age) AS r, dense_rank(30) WITHIN GROUP '
+                                '(ORDER BY age) AS d FROM people'),
+    ('hunt5_hypothetical_percent_rank', 'SELECT percent_rank(100) WITHIN GROUP (ORDER BY amount) AS r, '
+                                        'cume_dist(100) WITHIN GROUP (ORDER BY amount) AS c FROM orders'),
+    # FETCH ... WITH TIES however written: refused by name (DuckDB's grammar has none)
+    ('hunt5_fetch_next_with_ties', 'SELECT id FROM orders ORDER BY amount OFFSET 1 ROWS FETCH NEXT 1 ROWS WITH TIES'),
+    ('hunt5_fetch_with_ties_lower', 'SELECT id FROM orders ORDER BY amount fetch first 1 rows with ties'),
 ]

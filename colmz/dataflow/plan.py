@@ -773,9 +773,11 @@ class _Planner(JoinLowering, SubqueryLowering, ReduceLowering, SetOpLowering, Wi
         per = tuple(names[end - self.lateral_keys[id(q)]:end]) if id(q) in self.lateral_keys else ()
         if distinct_on:
             on = [self.order_key(Order(e), names, "DISTINCT ON")[0] for e in distinct_on]
-            # PostgreSQL: the leading ORDER BY items are the DISTINCT ON expressions; the rest
-            # orders each group, whose first row is kept (Materialize's TopK with limit 1)
-            if [k[0] for k in keys[:len(on)]] != on[:len(keys)]:
+            # PostgreSQL: the leading ORDER BY items are the DISTINCT ON expressions (in any
+            # order); the rest orders each group, whose first row is kept (Materialize's TopK
+            # with limit 1)
+            lead = {k[0] for k in keys[:len(on)]}
+            if not lead <= set(on) or (len(keys) >= len(on) and lead != set(on)):
                 raise PlanError("SELECT DISTINCT ON expressions must match initial ORDER BY expressions")
             node = self.top_k(node, (*on, *per), tuple(keys[len(on):]), 1, 0, self.top_k_hint(q, "DISTINCT ON"))
             keys = [] if limit is None and offset == 0 else keys

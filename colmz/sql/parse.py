@@ -56,6 +56,7 @@ __all__ = [
     "InsertStatement",
     "Query",
     "UpdateStatement",
+    "item_names",
     "output_names",
     "parse",
     "select_list_is_empty",
@@ -791,6 +792,17 @@ def output_names(query: str) -> list[str | None] | None:
         return None
     toks = tokenize(query)
     return _names(q, query, toks, [t.start for t in toks])
+
+
+def item_names(q, text: str) -> list[str | None] | None:
+    """:func:`output_names` of query node ``q`` of ``text`` (a node of ``parse_tree(text)``,
+    also one inside it).
+
+    >>> item_names(parse_tree("SELECT a + 1, b::text AS c, count(*) FROM t")[0], "SELECT a + 1, b::text AS c, count(*) FROM t")
+    ['?column?', 'c', 'count']
+    """
+    toks = tokenize(text)
+    return _names(q, text, toks, [t.start for t in toks])
 
 
 def _names(q, text: str, toks: list[Token], starts: list[int]) -> list[str | None] | None:

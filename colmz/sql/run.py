@@ -313,14 +313,17 @@ _ERRORS = (
                                "lookaround or word boundary of PostgreSQL's regular expressions) is not "
                                "supported by colmz (DuckDB's RE2 has none)"),
     # PostgreSQL's syntax DuckDB's parser lacks
-    (re.compile(r'Parser Error: syntax error at or near "(OVERLAPS)"|Parser Error: syntax error at or near "WITH"'
-                r".*?(FETCH) FIRST .*? WITH TIES", re.DOTALL), UnsupportedSQL,
+    (re.compile(r'Parser Error: syntax error at or near "(OVERLAPS)"|Parser Error: syntax error at or near "(?i:WITH)"'
+                r".*?((?i:FETCH))\s+(?i:FIRST|NEXT)\s.*?(?i:WITH\s+TIES)", re.DOTALL), UnsupportedSQL,
      lambda m: f"{'OVERLAPS' if m.group(1) else 'FETCH FIRST ... WITH TIES'} is not supported by colmz (DuckDB's "
                "grammar has none)"),
     (re.compile(r'Parser Error: syntax error at or near "(?:(NORMALIZED|NFC|NFD|NFKC|NFKD)|(DOCUMENT)|(ONLY))"'
                 r'|Parser Error: syntax error at or near "(?:FOR|USING)".*?\b(FOR (?:NO KEY )?UPDATE|FOR (?:KEY )?SHARE'
                 r'|ORDER BY .*? USING)', re.IGNORECASE | re.DOTALL), UnsupportedSQL,
      lambda m: f"{_NO_GRAMMAR[m.lastindex]} is not supported by colmz (DuckDB's grammar has none)"),
+    (re.compile(r'Parser Error: Unknown ordered aggregate "(rank|dense_rank|percent_rank|cume_dist)"', re.IGNORECASE),
+     UnsupportedSQL, lambda m: f"{m.group(1).lower()}(...) WITHIN GROUP (a hypothetical-set aggregate) is not "
+                               "supported by colmz (DuckDB's grammar has none)"),
     (re.compile(r"Parser Error: Sample method Bernoulli cannot be used"), UnsupportedSQL,
      lambda m: "TABLESAMPLE BERNOULLI is not supported by colmz (DuckDB reads its argument as a row count)"),
     (re.compile(r"Binder Error: UNNEST\(\) can only be applied to lists, structs and NULL, not VARCHAR"), UnsupportedSQL,

@@ -31,6 +31,13 @@ query is planned, as PostgreSQL's does -- over no rows, in a ``CASE`` branch nev
 round ``'30.5'`` and read ``'inf'`` as infinity). The text is kept: every literal the check
 lets through DuckDB's implicit cast reads as PostgreSQL does.
 
+A ``RANGE`` frame's offset is typed against its ``ORDER BY`` expression as PostgreSQL finds
+its ``in_range`` support function (``transformFrameOffset``, ``parse_clause.c``): an integer
+key with a numeric or float offset, a date or timestamp key with a number, raise its "RANGE
+with offset PRECEDING/FOLLOWING is not supported for column type ... and offset type ..."
+(DuckDB answers); a bare string literal beside a date or timestamp key is an interval
+(written as translate writes the cast; DuckDB finds no function for a string there).
+
 Types are PostgreSQL's names (``format_type``'s: ``integer``, ``timestamp without time
 zone``): a relation's column by the catalog's schema, a FROM subquery's or CTE's column by
 its select item (:class:`colmz.sql.typing_pass.Resolver`), a literal by its kind (an integer
@@ -166,9 +173,11 @@ def common_of(types) -> str | None:
 
 
 def setop_wanted(text: str) -> bool:
-    """Whether :func:`setop_edits` may have anything to do over ``text``: a set operation, or
-    a string literal in a construct that types it (a superset; the tree decides)."""
-    return SETOP.search(text) is not None or "'" in text and BESIDE.search(text) is not None
+    """Whether :func:`setop_edits` may have anything to do over ``text``: a set operation, a
+    string literal in a construct that types it, or a ``RANGE`` frame's offset (a superset;
+    the tree decides)."""
+    return SETOP.search(text) is not None or "'" in text and BESIDE.search(text) is not None \
+        or RANGE_OFFSET.search(text) is not None
 
 
 def setop_edits(t: TypedText) -> list[tuple[int, int, str]]:
@@ -179,15 +188,58 @@ def setop_edits(t: TypedText) -> list[tuple[int, int, str]]:
     setops = [d for d in queries if d.type == "SET_OPERATION_NODE"]
     peers = [group for d in queries for group in _peer_groups(d)
              if any(untyped_literal(e) and e.literal.kind == "STRING" for e in group)]
-    if not setops and not peers:
+    ranged = [e for d in queries for e in _range_offsets(d, t.text)] if RANGE_OFFSET.search(t.text) else []
+    if not setops and not peers and not ranged:
         return []
     typer = PgTyper(t.text, t.pg, t.resolved)
     for group in peers:
         _check_beside(group, typer)
     edits: dict[tuple[int, int], str] = {}
+    for key, offset in ranged:
+        _range_offset(key, offset, typer, edits)
     for q in setops:
         _columns(q, typer, t.columns, edits)
     return sorted((a, b, new) for (a, b), new in edits.items())
+
+
+#: A RANGE frame's offset bound (the words of one; the tree decides).
+RANGE_OFFSET = re.compile(r"\brange\b[^;]*?\b(?:preceding|following)\b", re.IGNORECASE | re.DOTALL)
+_INTEGERS = frozenset({"smallint", "integer", "bigint"})
+_DATETIMES = frozenset({"date", "timestamp without time zone", "timestamp with time zone"})
+
+
+def _range_offsets(q: Query, text: str):
+    # (ORDER BY expression, offset) of each RANGE frame's offset bound among q's own windows:
+    # the window's children after its OVER other than its PARTITION BY and ORDER BY
+    for root in query_expressions(q):
+        for e in root.walk():
+            w = e.over
+            if e.cls != "WINDOW" or w is None or len(w.orders) != 1 or e.start < 0 or not any(
+                    b.startswith("EXPR_") and b.endswith("_RANGE") for b in (w.start, w.end)):
+                continue
+            over = [m.start() for m in _OVER_WORD.finditer(text, e.start, e.end)]
+            if not over:
+                continue
+            own = {id(x) for x in (*w.partitions, *(o.expression for o in w.orders))}
+            for k in e.children:
+                if k.start > over[-1] and id(k) not in own:
+                    yield w.orders[0].expression, k
+
+
+_OVER_WORD = re.compile(r"\bOVER\b", re.IGNORECASE)
+
+
+def _range_offset(key: Expression, offset: Expression, typer: PgTyper, edits: dict) -> None:
+    # PostgreSQL's in_range support of the ORDER BY type and the offset's: an integer key
+    # takes integer offsets, a date or timestamp an interval (an unknown literal there is
+    # read as one: DuckDB finds no function for a string), else its error (DuckDB answers)
+    k, o = typer.kind(key), typer.kind(offset)
+    if k in _DATETIMES and o == UNKNOWN and offset.literal is not None and offset.literal.kind == "STRING":
+        edits[(offset.start, offset.end)] = _cast(typer.text[offset.start : offset.end], "interval")
+    elif (k in _INTEGERS and o in ("numeric", "real", "double precision")) or (
+            k in _DATETIMES and (o in _INTEGERS or o == "numeric")):
+        raise SQLError(f"RANGE with offset PRECEDING/FOLLOWING is not supported for column type {k} and "
+                       f"offset type {o}")
 
 
 def _peer_groups(q: Query):

@@ -711,7 +711,7 @@ _JSONB_OPS = frozenset(jsonb.OPERATORS)
 
 #: The name of DuckDB's node for a call written otherwise: a node is the call written at its
 #: start only when its own name is the one written (``f(x) * 2`` is a ``*`` node there).
-_ALIASES = {"extract": "date_part", "percentile_cont": "quantile_cont"}
+_ALIASES = {"extract": "date_part", "percentile_cont": "quantile_cont", "percentile_disc": "quantile_disc"}
 
 #: A conditional construct around a set-returning call: PostgreSQL refuses one there.
 _CONDITIONAL = {"OPERATOR_COALESCE": "coalesce()", "CASE_EXPR": "CASE"}
@@ -792,6 +792,37 @@ MOD = RESERVED_PREFIX + "mod"
 #: date or time it raises "function does not exist"); DuckDB's interpolates those too. The
 #: macro wraps the call's result: folded away unless it is a date or time, refused when it runs.
 PERCENTILE_CONT = RESERVED_PREFIX + "percentile_cont"
+
+
+def _ntile(c: Call) -> str | None:
+    # An integer (DuckDB's is a bigint). PostgreSQL reads the bucket count once per partition,
+    # at its first row whose count is not NULL (window_ntile), DuckDB at each row: a count
+    # that may vary by row (a column, a subquery, a window's value) is refused by name.
+    if not c.window:
+        return None
+    m = _OVER.search(c.text, c.node.start, c.node.end)
+    over = m.start() if m else c.node.end
+    if any(n.cls in ("COLUMN_REF", "SUBQUERY", "WINDOW", "PARAMETER") for k in c.node.children
+           if k.start >= 0 and k.end <= over for n in k.walk()):
+        raise UnsupportedSQL("ntile() of a bucket count that varies by row is not supported by colmz "
+                             "(PostgreSQL reads it once per partition, DuckDB at each row)")
+    return f"CAST({c.by(None)} AS INTEGER)"
+
+
+def _percentile(c: Call) -> str | None:
+    # A constant fraction DuckDB's binder refuses: NULL is PostgreSQL's NULL result (the
+    # call kept, of fraction 0, under a CASE that never takes it: an aggregate still, of the
+    # same type); outside [0, 1] PostgreSQL's error (percentile_disc_final's "%g").
+    frac = c.arguments[0] if len(c.arguments) == 1 and not c.window and not c.table else None
+    lit = frac.literal if frac is not None and frac.start >= 0 else None
+    if lit is None:
+        return None
+    if lit.kind == "NULL_LITERAL":
+        return (f"(CASE WHEN false THEN {c.span_text(c.node.start, frac.start)}0"
+                f"{c.span_text(frac.end, c.node.end)} END)")
+    if lit.kind in ("INTEGER", "NUMERIC") and not 0 <= lit.value <= 1:
+        raise SQLError(f"percentile value {float(lit.value):g} is not between 0 and 1")
+    return None
 
 
 def _avg(c: Call) -> str | None:
@@ -3198,10 +3229,11 @@ CALLS: dict[str, Rule] = {
     **dict.fromkeys(_POLYMORPHIC, _polymorphic),
     "array_agg": lambda c: f"{AGG_ARRAYS}({c.by(lambda c: _polymorphic(c) or _sorted_distinct(c))})",
     "pg_typeof": _refuse("pg_typeof() is not supported by colmz (DuckDB names its own types)"),
-    "ntile": lambda c: f"CAST({c.by(None)} AS INTEGER)" if c.window else None,  # (an integer, DuckDB's a bigint)
+    "ntile": _ntile,
     "corr": _null_at_zero("regr_sxx", "regr_syy"), "regr_slope": _null_at_zero("regr_sxx"),
     "sum": _sum_of_real, "concat": _concat_call, "concat_ws": _concat_call, "avg": _avg, "mod": _macro(MOD, 2),
-    "percentile_cont": lambda c: None if c.table else f"{PERCENTILE_CONT}({c.by(None)})",
+    "percentile_cont": lambda c: None if c.table else f"{PERCENTILE_CONT}({c.by(_percentile)})",
+    "percentile_disc": _percentile,
     # PostgreSQL's jsonb functions, initcap, regexp_match (colmz.sql.jsonb; its operators
     # are entries below, the looser chain of ``->`` _jsonb_arrow's)
     **jsonb.CALLS,

@@ -33,6 +33,7 @@
 
 from __future__ import annotations
 
+import bisect
 import re
 
 from colmz.column_types import arrow_type
@@ -51,6 +52,7 @@ from colmz.sql.numeric import (
     float8_text,
     wide_decimal,
 )
+from colmz.sql.parse import item_names
 from colmz.sql.pgfuncs import INTERVAL_OUT
 from colmz.sql.tokens import (
     check_nesting,
@@ -78,7 +80,7 @@ from colmz.sql.transforms import (
     values_rows,
 )
 from colmz.sql.tree import Expression, Query, parse_tree
-from colmz.sql.typing_pass import Typer, branch_items
+from colmz.sql.typing_pass import Typer, branch_items, query_expressions
 
 __all__ = [
     "FUNCTIONS",
@@ -89,6 +91,7 @@ __all__ = [
     "arrow_type",
     "bind_relations",
     "bind_relations_as",
+    "check_clauses",
     "now_pieces",
     "numeric_source",
     "pg_float_text",
@@ -165,6 +168,8 @@ def translate(sql: str, relations: Relations = ()) -> str:
     # read token by token)
     if ("with" in low or not sql.isascii()) and any(t.kind == "word" and t.upper == "WITH" for t in toks):
         _check_cte_lists(sql)
+    if ("distinct" in low and "order" in low) or "over" in low:
+        check_clauses(sql, toks)
     # Long || chains are regrouped first (so that the tree of the text is shallow), then
     # every node of the table of transforms is rewritten once, on the tree (constants
     # folded, calls, casts, concatenations' operands, row comparisons), then the token pass.
@@ -237,6 +242,164 @@ def _check_cte_lists(sql: str) -> None:
         if len(cols) > len(first.items):
             raise SQLError(f'WITH query "{name}" has {len(first.items)} columns available but '
                            f"{len(cols)} columns specified")
+
+
+#: Window clauses colmz reads before DuckDB does (:func:`check_clauses`), by PostgreSQL's
+#: words for what its parser refuses (``src/backend/parser/parse_clause.c``,
+#: ``parse_agg.c``) and DuckDB answers.
+_WINDOW_ERRORS = {
+    "distinct": "DISTINCT is not implemented for window functions",
+    "groups": "GROUPS mode requires an ORDER BY clause",
+    "order": "aggregate ORDER BY is not implemented for window functions",
+}
+_DISTINCT_ORDER = "for SELECT DISTINCT, ORDER BY expressions must appear in select list"
+_DISTINCT_ON_ORDER = "SELECT DISTINCT ON expressions must match initial ORDER BY expressions"
+#: The words a window specification may begin with other than an existing window's name.
+_WINDOW_CLAUSE_WORDS = frozenset({"PARTITION", "ORDER", "ROWS", "RANGE", "GROUPS"})
+
+
+def check_clauses(sql: str, toks) -> None:
+    """PostgreSQL's errors of ``SELECT DISTINCT``/``DISTINCT ON`` beside ``ORDER BY`` and of
+    window specifications, where DuckDB answers (``toks``: ``sql``'s tokens):
+
+    * ``SELECT DISTINCT`` ordered by an expression not in its select list (DuckDB orders by
+      any row's value); ``DISTINCT ON`` expressions that are not the leading ``ORDER BY``
+      items (DuckDB keeps any row of each), by ``transformDistinctOnClause``'s test;
+    * an aggregate's ``DISTINCT`` or ``ORDER BY`` over a window (read from the call's
+      tokens: the tree keeps neither), DuckDB's ``IGNORE NULLS``/``RESPECT NULLS`` among a
+      window call's arguments; ``GROUPS`` frames without ``ORDER BY``; a
+      window specification naming an existing window and its own ``PARTITION BY``.
+
+    An expression is matched to a select item as PostgreSQL's ``findTargetlistEntrySQL92``
+    does (a bare name is an output column's name first, an integer constant its position,
+    else an equal expression). Expressions are compared by their trees with names folded and
+    a column by its last name (equal or more: a superset of PostgreSQL's equal); a text with
+    quoted names, or an expression holding a subquery, a window or an aggregate's ORDER BY,
+    is not judged (DuckDB's answer stands). So an error is raised only where PostgreSQL
+    raises it.
+
+    >>> check_clauses("SELECT DISTINCT g FROM t ORDER BY v", tokenize("SELECT DISTINCT g FROM t ORDER BY v"))
+    Traceback (most recent call last):
+    ...
+    colmz.sql.SQLError: for SELECT DISTINCT, ORDER BY expressions must appear in select list
+    """
+    for i in range(len(toks) - 3):  # OVER (w PARTITION BY ...), WINDOW x AS (w PARTITION BY ...)
+        t = toks[i + 2]
+        if toks[i].upper in ("OVER", "AS") and toks[i + 1].text == "(" and toks[i + 3].upper == "PARTITION" \
+                and (t.kind == "qident" or (t.kind == "word" and t.upper not in _WINDOW_CLAUSE_WORDS)):
+            raise SQLError(f'cannot override PARTITION BY clause of window "{t.name}"')
+    try:
+        stmts = parse_tree(sql)
+    except (SQLError, ValueError):
+        return
+    starts = None
+    for d in (d for q in stmts for d in all_queries(q)):
+        for root in query_expressions(d):
+            for n in root.walk():
+                if n.cls != "WINDOW" or n.over is None:
+                    continue
+                if ("GROUPS" in n.over.start or "GROUPS" in n.over.end) and not n.over.orders:
+                    raise SQLError(_WINDOW_ERRORS["groups"])
+                if n.start < 0:
+                    continue
+                if starts is None:
+                    starts = [t.start for t in toks]
+                at = bisect.bisect_left(starts, n.start) + 1  # (the call's "(")
+                if at >= len(toks) or toks[at].text != "(":
+                    continue
+                if n.type == "WINDOW_AGGREGATE" and at + 1 < len(toks) and toks[at + 1].upper == "DISTINCT":
+                    raise SQLError(_WINDOW_ERRORS["distinct"])
+                if n.type == "WINDOW_AGGREGATE" and _argument_word(toks, at, "ORDER") is not None:
+                    raise SQLError(_WINDOW_ERRORS["order"])
+                # f(x IGNORE NULLS) OVER (...): DuckDB's grammar, PostgreSQL's syntax error
+                k = _argument_word(toks, at, "IGNORE", "RESPECT")
+                if k is not None and k + 1 < len(toks) and toks[k + 1].upper == "NULLS":
+                    raise SQLError(f'syntax error at or near "{toks[k].text}"')
+        if '"' not in sql:
+            _check_distinct_order(d, sql)
+
+
+def _argument_word(toks, open_at: int, *words: str) -> int | None:
+    # the position of the first of ``words`` among the arguments of the call whose "(" is
+    # toks[open_at] (at its own depth: not in a call or subquery inside them); None when
+    # there is none
+    depth = 0
+    for i in range(open_at, len(toks)):
+        t = toks[i]
+        depth += (t.text == "(") - (t.text == ")")
+        if depth == 0:
+            return None
+        if depth == 1 and t.upper in words:
+            return i
+    return None
+
+
+def _check_distinct_order(d: Query, sql: str) -> None:
+    distinct = next((m for m in d.modifiers if m.type == "DISTINCT_MODIFIER"), None)
+    order = next((m for m in d.modifiers if m.type == "ORDER_MODIFIER"), None)
+    if d.type != "SELECT_NODE" or distinct is None or order is None or not order.orders:
+        return
+    names = item_names(d, sql)
+    if names is None:  # (a star)
+        return
+    shapes = [_shape(e, sql) for e in d.items]
+
+    def target(e: Expression):
+        # ("item", i) for the select item ``e`` resolves to, ("expr", shape) for another
+        # expression, None where colmz cannot tell
+        if e.cls == "COLUMN_REF" and len(e.name) == 1:
+            hits = [i for i, n in enumerate(names) if n is not None and n.lower() == e.name[0].lower()]
+            if len(hits) > 1 and (None in {shapes[i] for i in hits} or len({shapes[i] for i in hits}) > 1):
+                return None  # (PostgreSQL's "ambiguous", or not known)
+            if hits:
+                return "item", hits[0]
+        if e.cls == "CONSTANT":
+            lit = e.literal
+            if lit is not None and lit.kind == "INTEGER" and 1 <= lit.value <= len(d.items):
+                return "item", lit.value - 1
+            return None
+        shape = _shape(e, sql)
+        if shape is None:
+            return None
+        return next((("item", i) for i, s in enumerate(shapes) if s == shape), ("expr", shape))
+
+    orders = []
+    for o in order.orders:
+        k = target(o.expression)
+        if k is None:
+            return
+        if k not in orders:  # (PostgreSQL drops a repeated sort item, in either direction)
+            orders.append(k)
+    if not distinct.expressions:
+        if any(k[0] == "expr" for k in orders):
+            raise SQLError(_DISTINCT_ORDER)
+        return
+    on = [target(e) for e in distinct.expressions]
+    if None in on:
+        return
+    skipped = False
+    for k in orders:
+        if k in on:
+            if skipped:
+                raise SQLError(_DISTINCT_ON_ORDER)
+        else:
+            skipped = True
+    if skipped and any(k not in orders for k in on):
+        raise SQLError(_DISTINCT_ON_ORDER)
+
+
+def _shape(e: Expression, sql: str) -> tuple | None:
+    # ``e``'s tree as a value: equal for expressions PostgreSQL may find equal (names
+    # folded, a column by its last name, any cast's type alike); None for one not judged here
+    out = []
+    for n in e.walk():
+        if n.cls in ("SUBQUERY", "WINDOW", "STAR", "PARAMETER") or n.order_by:
+            return None
+        name = n.name[-1:] if n.cls == "COLUMN_REF" else n.name
+        lit = n.literal
+        value = lit.value if lit is not None and lit.kind == "INTEGER" else lit
+        out.append((n.cls, n.type, tuple(x.lower() for x in name), value, n.distinct, len(n.children)))
+    return tuple(out)
 
 
 def _first_position(q: Query) -> int:

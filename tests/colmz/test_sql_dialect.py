@@ -81,7 +81,8 @@ def test_corpus_against_postgres(both):
                                            ("gap_fail", 16), ("mzf_fail", 7), ("mzf2_fail", 8),
                                            ("aggarr_fail", 3), ("err_fail", 10), ("flagg_fail", 9),
                                            ("hunt3_fail", 16), ("wrongt_fail", 15), ("wrongc_fail", 16),
-                                           ("hunt4_fail", 21), ("edges_fail", 19)])
+                                           ("hunt4_fail", 21), ("edges_fail", 19),
+                                           ("hunt5_fail", 25)])
 def test_errors_are_postgresqls(both, prefix, least):
     # The corpus's jn_fail_* queries (a cast of ->> / #>> text that PostgreSQL refuses),
     # oname_fail_* (an output name where PostgreSQL sees none), tn_fail_* (a text column read
@@ -99,7 +100,11 @@ def test_errors_are_postgresqls(both, prefix, least):
     # range, a date as a time, extract's keyword dec) and hunt4_fail_* (integer overflow under
     # a comparison with a constant, gcd/lcm and lengths as integers, max/min of json and jsonb) too,
     # edges_fail_* (a date or timestamp of year zero, signed or 'inf' with blanks; a quoted name no
-    # type has; an integer's text past its range, the boolean's text) too.
+    # type has; an integer's text past its range, the boolean's text) too, hunt5_fail_* (SELECT
+    # DISTINCT ordered by what it does not select, DISTINCT ON not leading ORDER BY, an
+    # aggregate's DISTINCT or ORDER BY over a window, GROUPS without ORDER BY, a window's
+    # PARTITION BY over a named one, a percentile outside [0, 1], IGNORE NULLS among a window
+    # call's arguments, a RANGE offset of a type the ORDER BY key's in_range has not) too.
     import psycopg
 
     from colmz.sql import SQLError
