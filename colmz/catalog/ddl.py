@@ -52,6 +52,7 @@ from colmz.sql import (
     InsertStatement,
     QualifiedName,
     SQLError,
+    UnsupportedSQL,
     arrow_type,
     as_qualified,
     bind_relations,
@@ -65,7 +66,7 @@ from colmz.sql import (
     task_statement,
     uses_now,
 )
-from colmz.sql.write import is_json, is_jsonb
+from colmz.sql.write import is_json, is_jsonb, varchar_lengths
 from colmz.storage.frozen import frozen
 from colmz.updates import SchemaError, Updates
 
@@ -195,6 +196,10 @@ class Definitions:
             raise SQLError(f"CREATE CONTINUAL TASK {display_name(key)}: unknown catalog item "
                            f"{display_name(input_key)!r} (its ON INPUT)")
         src = self._objects[input_key]
+        for name, typ in s.columns or ():
+            if varchar_lengths([typ]):  # (a table's varchar(n) is measured on write: colmz.sql.write.fit_lengths)
+                raise UnsupportedSQL(f"continual task column {name!r} of type {typ} is not supported by colmz (its "
+                                     "length is not enforced on INSERT): use TEXT or VARCHAR")
         # The objects the statements read (bound as queries bind them); the task itself is
         # not an object yet: its own name means its output as of T-1.
         names: set[Key] = set()

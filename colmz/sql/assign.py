@@ -165,8 +165,28 @@ def assignment_cast(source: pa.DataType, target: pa.DataType, column: str) -> st
             )
         if have in ("int", "numeric", "bool", "date", "timestamp", "timestamptz"):
             return "CAST({x} AS VARCHAR)"
+        if have == "array":
+            raise UnsupportedSQL(
+                f'assignment of an array to text column "{column}" is not supported by colmz '
+                "(PostgreSQL prints arrays as {1,2}): cast it explicitly"
+            )
+    elif have == want == "array" and _family(target.value_type) == "text" and _family(source.value_type) in (
+            "int", "float", "bool", "date", "timestamp", "timestamptz"):
+        # PostgreSQL converts each element by its assignment cast to text (printed as a
+        # scalar's is: a float by its shortest text)
+        if _family(source.value_type) == "float":
+            from colmz.sql.translate import pg_float_text
+
+            kind = "real" if source.value_type == pa.float32() else "double"
+            return f"list_transform({{x}}, lambda __colmz_e: {pg_float_text('__colmz_e', kind)})"
+        return "CAST({x} AS VARCHAR[])"
     elif have == want == "array" and _assignable_elements(source.value_type, target.value_type):
         return f"CAST({{x}} AS {duckdb_type(target)})"
+    elif source == pa.float64() and target == pa.float32():
+        # PostgreSQL's float8_to_float4 refuses a nonzero double that becomes a zero real
+        # (DuckDB's cast rounds it to zero; its overflow DuckDB refuses itself)
+        return ("CASE WHEN {x} <> 0 AND CAST({x} AS FLOAT) = 0 THEN error('value out of range: underflow') "
+                "ELSE CAST({x} AS FLOAT) END")
     elif (have, want) in _ASSIGNABLE:
         # a float to an integer rounds half to even (PostgreSQL's rint), a numeric half away
         # from zero (DuckDB's cast, as PostgreSQL's)
@@ -269,20 +289,25 @@ def typed_assignment(expression: str, target: pa.DataType) -> str:
     return f"{expression.strip()}::{name}"
 
 
-def typed_values(query: str, targets: Sequence[pa.DataType]) -> str:
-    """``query`` (an ``INSERT``'s ``VALUES`` list) with each value typed by its column:
+def typed_values(query: str, targets: Sequence[pa.DataType], text: Sequence[bool] | None = None) -> str:
+    """``query`` (an ``INSERT``'s ``VALUES`` list) with each value typed by its column, as
+    PostgreSQL's ``transformInsertRow`` coerces each item before the rows are combined:
     a string literal of a non-text column cast to the column's type (read by that type's
-    input rules: ``'2.5'`` is no integer, ``'1e400'`` no double), a value beside string
-    literals in a text column cast to text; DuckDB then combines rows whose values already
-    agree. Rows shorter than ``targets`` fill its first
-    columns (PostgreSQL's ``INSERT`` without a column list). ``query`` unchanged when it is
-    not one ``VALUES`` list with at most ``len(targets)`` values a row (the caller reports
-    the arity).
+    input rules: ``'2.5'`` is no integer, ``'1e400'`` no double), a decimal literal of a
+    float column too (PostgreSQL's numeric to float cast reads the numeric's text: ``1e400``
+    is no double), a value of a text column cast to text where the column has string
+    literals or the list more than one row (``(1.50), (true)`` into text are ``'1.50'`` and
+    ``'true'``), and ``DEFAULT`` written ``NULL`` (colmz's columns have no default); DuckDB
+    then combines rows whose values already agree. ``text`` says which ``targets`` are text
+    columns (default: every string one; a ``jsonb`` column's string is not). Rows shorter
+    than ``targets`` fill its first columns (PostgreSQL's ``INSERT`` without a column list).
+    ``query`` unchanged when it is not one ``VALUES`` list with at most ``len(targets)``
+    values a row (the caller reports the arity).
 
     >>> typed_values("VALUES ('NaN'), (1.5)", [pa.float64()])
-    "VALUES ('NaN'::double precision), (1.5)"
-    >>> typed_values("VALUES (1, 'a'), (2, 3)", [pa.int32(), pa.string()])
-    "VALUES (1, 'a'), (2, CAST((3) AS text))"
+    "VALUES ('NaN'::double precision), (1.5::double precision)"
+    >>> typed_values("VALUES (1, 'a'), (DEFAULT, 3)", [pa.int32(), pa.string()])
+    "VALUES (1, 'a'), (NULL, CAST((3) AS text))"
     """
     try:
         trees = parse_tree(query)
@@ -296,10 +321,19 @@ def typed_values(query: str, targets: Sequence[pa.DataType]) -> str:
     edits: list[tuple[int, int, str]] = []
     for i, target in enumerate(targets):
         cells = [r[i] for r in rows]
-        strings = [c for c in cells if c.literal is not None and c.literal.kind == "STRING"]
-        if not strings or any(c.start < 0 for c in cells):
+        if any(c.start < 0 for c in cells):
             continue
+        defaults = [c for c in cells if c.cls == "DEFAULT"]
+        edits += [(c.start, c.end, "NULL") for c in defaults]
+        cells = [c for c in cells if c.cls != "DEFAULT"]
+        strings = [c for c in cells if c.literal is not None and c.literal.kind == "STRING"]
         name = _literal_type(target)
+        if name in ("real", "double precision"):
+            # a decimal literal is PostgreSQL's numeric, converted to a float by its text
+            strings += [c for c in cells if c.literal is not None and c.literal.kind == "NUMERIC"]
+        is_text = (pa.types.is_string(target) or pa.types.is_large_string(target)) if text is None else text[i]
+        if not strings and not (is_text and len(rows) > 1):
+            continue
         if name == "boolean" and len(strings) + sum(c.literal is not None and c.literal.kind == "NULL_LITERAL"
                                                     for c in cells) == len(cells):
             # strings (and NULLs) alone convert after the rows are combined, by DuckDB's cast
@@ -308,8 +342,11 @@ def typed_values(query: str, targets: Sequence[pa.DataType]) -> str:
             continue
         if name is not None:
             # the :: form: colmz reads a literal's :: cast by the type's input rules
-            edits += [(c.start, c.end, f"{query[c.start:c.end]}::{name}") for c in strings]
-        elif pa.types.is_string(target) or pa.types.is_large_string(target):
+            # (a negative decimal parenthesised: its minus is its text's, as PostgreSQL's
+            # numeric says it)
+            edits += [(c.start, c.end, f"({query[c.start:c.end]})::{name}" if query[c.start] == "-" else
+                       f"{query[c.start:c.end]}::{name}") for c in strings]
+        elif is_text:
             edits += [(c.start, c.end, f"CAST(({query[c.start:c.end]}) AS text)") for c in cells
                       if c.literal is None or c.literal.kind not in ("STRING", "NULL_LITERAL")]
     return splice(query, sorted(edits))
