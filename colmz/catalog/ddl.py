@@ -123,7 +123,8 @@ class Definitions:
             key = self._new_key(s.qualifier, s.name)
             schema = {n: arrow_type(t) for n, t in s.columns}
             if len(schema) != len(s.columns):
-                raise SQLError(f"CREATE TABLE {s.name}: duplicate column names")
+                twice = next(n for i, (n, _) in enumerate(s.columns) if n in [m for m, _ in s.columns[:i]])
+                raise SQLError(f'CREATE TABLE {s.name}: column "{twice}" specified more than once')
             check_columns("CREATE TABLE", s.name, schema)
             coll = self._new_collection(schema)
             coll.keep_counts()  # a retraction's check never builds the index over the whole table
@@ -137,14 +138,17 @@ class Definitions:
             rows = rename_like_postgres(self._query_at(translated, now), s.query)
             schema = [ColumnSpec(f.name, storable(f.type, s.name)) for f in rows.schema]
             if s.columns is not None:
-                if len(s.columns) != len(schema):
-                    raise SchemaError(
-                        f"MATERIALIZED VIEW {s.name}: {len(s.columns)} column name(s) for {len(schema)} column(s)"
-                    )
-                schema = [ColumnSpec(n, c.type) for n, c in zip(s.columns, schema)]
+                # As PostgreSQL (and Materialize): the names rename the first columns, the
+                # rest keep theirs; more names than columns is an error
+                if len(s.columns) > len(schema):
+                    raise SchemaError(f"MATERIALIZED VIEW {s.name}: too many column names were specified "
+                                      f"({len(s.columns)} for {len(schema)} column(s))")
+                schema = [ColumnSpec(n, c.type) for n, c in zip(s.columns, schema)] + schema[len(s.columns):]
             names = [c.name for c in schema]
             if len(set(names)) != len(names):
-                raise SchemaError(f"MATERIALIZED VIEW {s.name}: duplicate column names {names}: alias them")
+                twice = next(n for i, n in enumerate(names) if n in names[:i])
+                raise SchemaError(f'MATERIALIZED VIEW {s.name}: column "{twice}" specified more than once '
+                                  f"(columns {names}: alias them)")
             check_case_distinct("MATERIALIZED VIEW", s.name, names)
             coll = self._new_collection(schema)
             if self._views == "incremental":  # its operators write its contents (colmz.catalog.views)

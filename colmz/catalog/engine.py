@@ -499,6 +499,17 @@ class Engine(Definitions, Queries, Views, Subscriptions):
             return []
         return list(d["stmt"].get("columns", ()))
 
+    def _written(self, sql: str, t: int, pending) -> pa.Table:
+        # The values a write computes: a DEFAULT left inside an expression or a SELECT (one
+        # standing for a whole VALUES item or SET value is NULL before this) is PostgreSQL's
+        # error, not DuckDB's binder's
+        try:
+            return self._query(sql, t, pending)
+        except SQLError as e:
+            if "cannot contain DEFAULT clause" in str(e) or "DEFAULT is not allowed here" in str(e):
+                raise SQLError("DEFAULT is not allowed in this context") from None
+            raise
+
     def _json_target(self, key: Key, column: str) -> tuple[str, str] | None:
         # (column, "jsonb" or "json") when table ``key`` declares ``column`` so, else None
         typ = dict(self._declared_types(key)).get(column)
@@ -646,7 +657,7 @@ class Engine(Definitions, Queries, Views, Subscriptions):
             declared = dict(self._declared_types(key))
             text = [declared_kind(declared.get(n, ""), None) == "text"
                     for n in ([c.name for c in schema] if s.columns is None else s.columns)]
-            rows = self._query(typed_values(s.query, value_types, text), t, pending)
+            rows = self._written(typed_values(s.query, value_types, text), t, pending)
             written = [c.name for c in schema][: rows.num_columns] if s.columns is None else s.columns
             check_json_sources(rows.schema.types, [self._json_target(key, n) for n in written], what)
             rows = insert_rows(self._con, rows, schema, s.columns, literals=s.query.lstrip()[:6].upper() == "VALUES",
@@ -668,7 +679,7 @@ class Engine(Definitions, Queries, Views, Subscriptions):
             self._check_jsonb_text(new_sql, [n if n in assigned else None for n in names], key, schema)
             old = self._query(select_where(rel, s.where, f"UPDATE {s.table}: predicate"), t, pending)
             # As an INSERT, an UPDATE's values convert to their columns by assignment.
-            new = self._query(new_sql, t, pending)
+            new = self._written(new_sql, t, pending)
             check_json_sources(new.schema.types, [self._json_target(key, n) if n in assigned else None for n in names],
                                f"UPDATE {s.table}")
             new = assign(self._con, new, list(schema), f"UPDATE {s.table}", self._now)

@@ -420,9 +420,13 @@ def _statement(cur: _Cursor):
 def _create_table(cur: _Cursor) -> CreateTable:
     if_not_exists = cur.accept("IF", "NOT", "EXISTS")
     name, qual = cur.object_name()
+    if cur.at("AS"):
+        _unsupported("CREATE TABLE ... AS")
     if not cur.at("("):
         raise SQLError(f"CREATE TABLE {name} needs a column list")
     cols = _column_defs(cur)
+    if not cols:  # PostgreSQL's table of no columns: colmz's collections have at least one
+        _unsupported(f"CREATE TABLE {name} () (a table of no columns)")
     append_only = _with_options(cur, "CREATE TABLE").get("append_only", False)
     _done(cur, "CREATE TABLE")
     return CreateTable(name, cols, qual, if_not_exists, append_only)

@@ -2,8 +2,10 @@
 (``tests/storage_servers.py``): each case's statements run in both, one at a time; every
 statement must succeed in both or fail in both with PostgreSQL's words, and the table read
 back afterwards must hold the same rows -- so a statement that raises changed nothing.
-Cases PostgreSQL answers and colmz refuses by name (:class:`colmz.sql.UnsupportedSQL`) are
-listed apart and checked to be refused, with the table unchanged."""
+Definitions (``CREATE TABLE``, ``CREATE MATERIALIZED VIEW``) are compared the same way, the
+catalog's objects unchanged by one that raises. Cases PostgreSQL answers and colmz refuses
+by name (:class:`colmz.sql.UnsupportedSQL`) are listed apart and checked to be refused,
+with the table unchanged."""
 
 from __future__ import annotations
 
@@ -53,6 +55,11 @@ CASES = [
      "UPDATE t SET b = (SELECT max(a) FROM t) WHERE a < (SELECT max(a) FROM t)", "SELECT a, b FROM t"),
     ("CREATE TABLE t (a int[]); INSERT INTO t VALUES ('{1,2}')", "UPDATE t SET a = '{4,5}'", "SELECT a FROM t"),
     ("CREATE TABLE t (a int, b int); INSERT INTO t VALUES (1, 10)", "UPDATE t SET a = 1e10", "SELECT a, b FROM t"),
+    # tables have no keys: an UPDATE may make rows alike, a DELETE then removes every copy
+    ("CREATE TABLE t (a int, b int); INSERT INTO t VALUES (1, 10), (2, 10)", "UPDATE t SET a = 1",
+     "SELECT a, b, count(*) FROM t GROUP BY a, b"),
+    ("CREATE TABLE t (a int, b int); INSERT INTO t VALUES (1, 10), (1, 10), (2, 10)",
+     "DELETE FROM t WHERE a IN (SELECT min(a) FROM t)", "SELECT a, b FROM t"),
     # INSERT column lists
     ("CREATE TABLE t (a int, b int)", "INSERT INTO t (a, a) VALUES (1, 2)", "SELECT a, b FROM t"),
     ("CREATE TABLE t (a int, b text)", "INSERT INTO t (b, a) VALUES ('x', 1), ('y', 2)", "SELECT a, b FROM t"),
@@ -216,3 +223,51 @@ def test_varchar_length_survives_a_durable_reopen(tmp_path):
     with pytest.raises(SQLError, match=r"value too long for type character varying\(2\)"):
         again.execute("INSERT INTO t VALUES ('abc')")
     assert again.sql("SELECT h FROM t").to_pylist() == [{"h": "ab"}]
+
+
+# (setup, a statement creating an object or misplacing DEFAULT, a query reading what it made or None)
+DDL = [
+    ("CREATE TABLE t (a int); INSERT INTO t VALUES (1)", "CREATE MATERIALIZED VIEW v (x) AS SELECT a, a + 1 AS b FROM t",
+     "SELECT * FROM v"),
+    ("CREATE TABLE t (a int)", "CREATE MATERIALIZED VIEW v (x, y, z) AS SELECT a, a + 1 AS b FROM t", None),
+    ("CREATE TABLE t (a int)", "CREATE MATERIALIZED VIEW v AS SELECT a, a FROM t", None),
+    ("CREATE TABLE t (a int)", "CREATE MATERIALIZED VIEW v (b) AS SELECT a, 1 AS b FROM t", None),
+    ("", "CREATE TABLE t (a int, a text)", None),
+    ("CREATE TABLE t (a int, b text)", "INSERT INTO t SELECT 1, DEFAULT", "SELECT a, b FROM t"),
+    ("CREATE TABLE t (a int, b text); INSERT INTO t VALUES (1, 'x')", "UPDATE t SET b = DEFAULT || 'a'",
+     "SELECT a, b FROM t"),
+]
+
+
+@pytest.mark.parametrize(("setup", "statement", "query"), DDL, ids=[c[1][:60] for c in DDL])
+def test_definitions_as_postgresql_15(pg, setup, statement, query):
+    pg.execute("DROP MATERIALIZED VIEW IF EXISTS v")
+    cat = _fresh(pg, setup)
+    objects = cat.sql("SHOW OBJECTS").to_pylist()
+    expected_error = _pg_run(pg, statement)
+    try:
+        cat.execute(statement)
+        got_error = None
+    except (SQLError, colmz.SchemaError) as e:
+        assert not isinstance(e, UnsupportedSQL), (statement, e)
+        got_error = str(e)
+    if expected_error is None:
+        assert got_error is None, (statement, got_error)
+    else:
+        assert got_error is not None and expected_error in got_error, (statement, got_error, expected_error)
+        assert cat.sql("SHOW OBJECTS").to_pylist() == objects
+    if query is not None:
+        cur = pg.execute(query)
+        got = cat.sql(query)
+        assert got.column_names == [d.name for d in cur.description]
+        assert sorted(tuple(r.values()) for r in got.to_pylist()) == sorted(tuple(r) for r in cur.fetchall())
+
+
+@pytest.mark.parametrize("statement", ["CREATE TABLE t ()", "CREATE TABLE t AS SELECT 1 AS a"])
+def test_tables_postgresql_creates_are_refused_by_name(pg, statement):
+    pg.execute("DROP TABLE IF EXISTS t")
+    cat = colmz.Catalog()
+    assert _pg_run(pg, statement) is None
+    with pytest.raises(UnsupportedSQL, match="is not supported by colmz"):
+        cat.execute(statement)
+    assert cat.sql("SHOW OBJECTS").to_pylist() == []
