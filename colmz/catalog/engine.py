@@ -111,7 +111,7 @@ from colmz.sql import (
     sql_name,
     update_select,
 )
-from colmz.sql.assign import typed_assignment, typed_values
+from colmz.sql.assign import typed_assignment, typed_values, untyped_columns
 from colmz.sql.tokens import require_text
 from colmz.sql.write import (
     as_jsonb,
@@ -660,8 +660,9 @@ class Engine(Definitions, Queries, Views, Subscriptions):
             rows = self._written(typed_values(s.query, value_types, text), t, pending)
             written = [c.name for c in schema][: rows.num_columns] if s.columns is None else s.columns
             check_json_sources(rows.schema.types, [self._json_target(key, n) for n in written], what)
-            rows = insert_rows(self._con, rows, schema, s.columns, literals=s.query.lstrip()[:6].upper() == "VALUES",
-                               what=what, table=s.table, t=self._now)
+            values = s.query.lstrip()[:6].upper() == "VALUES"
+            rows = insert_rows(self._con, rows, schema, s.columns, what=what, table=s.table, t=self._now,
+                               literals=values and untyped_columns(s.query, rows.num_columns))
             rows = as_jsonb(rows, self._jsonb_columns(key), self._jsonb_columns(key, is_json))  # jsonb's text; json checked
             rows = fit_lengths(rows, varchar_lengths([typ for _, typ in self._declared_types(key)]))
             change = rows_to_updates(conform(rows, schema, what), t, 1)

@@ -46,7 +46,7 @@ from colmz.sql.tree import parse_tree
 from colmz.updates import SchemaError
 
 __all__ = ["arrow_assignment", "assignment_cast", "assignment_select", "duckdb_type", "pg_type_name", "typed_assignment",
-           "typed_values"]
+           "typed_values", "untyped_columns"]
 
 _INTS = {
     pa.int8(): ("smallint", "SMALLINT"),  # Materialize has no 1-byte integer: DuckDB's TINYINT
@@ -301,13 +301,16 @@ def typed_values(query: str, targets: Sequence[pa.DataType], text: Sequence[bool
     then combines rows whose values already agree. ``text`` says which ``targets`` are text
     columns (default: every string one; a ``jsonb`` column's string is not). Rows shorter
     than ``targets`` fill its first columns (PostgreSQL's ``INSERT`` without a column list).
-    ``query`` unchanged when it is not one ``VALUES`` list with at most ``len(targets)``
-    values a row (the caller reports the arity).
+    A plain ``SELECT``'s string literals (no set operation, ``DISTINCT``, ``ORDER BY`` or
+    ``GROUP BY``) are typed as a one-row list's. ``query`` unchanged otherwise, or when it has
+    more than ``len(targets)`` values a row (the caller reports the arity).
 
     >>> typed_values("VALUES ('NaN'), (1.5)", [pa.float64()])
     "VALUES ('NaN'::double precision), (1.5::double precision)"
     >>> typed_values("VALUES (1, 'a'), (DEFAULT, 3)", [pa.int32(), pa.string()])
     "VALUES (1, 'a'), (NULL, CAST((3) AS text))"
+    >>> typed_values("SELECT '5' AS a, k FROM u LIMIT 1", [pa.int32(), pa.int32()])
+    "SELECT '5'::integer AS a, k FROM u LIMIT 1"
     """
     try:
         trees = parse_tree(query)
@@ -315,6 +318,12 @@ def typed_values(query: str, targets: Sequence[pa.DataType], text: Sequence[bool
         return query  # DuckDB's parser says what is wrong when the query runs
     q = trees[0] if len(trees) == 1 else None
     rows = q.from_.rows if q is not None and q.from_ is not None and q.from_.type == "EXPRESSION_LIST" else ()
+    # INSERT ... SELECT: PostgreSQL leaves the select list's literals unknown too (its
+    # sub-query does not resolve them to text) unless a set operation, DISTINCT, ORDER BY or
+    # GROUP BY resolves them first
+    selected = not rows and q is not None and q.type == "SELECT_NODE" and bool(q.items) and not q.group_by and all(
+        m.type == "LIMIT_MODIFIER" for m in q.modifiers) and not any(i.cls == "STAR" for i in q.items)
+    rows = (q.items,) if selected else rows
     if not rows or any(len(r) != len(rows[0]) for r in rows) or len(rows[0]) > len(targets):
         return query
     targets = targets[: len(rows[0])]
@@ -323,7 +332,7 @@ def typed_values(query: str, targets: Sequence[pa.DataType], text: Sequence[bool
         cells = [r[i] for r in rows]
         if any(c.start < 0 for c in cells):
             continue
-        defaults = [c for c in cells if c.cls == "DEFAULT"]
+        defaults = [] if selected else [c for c in cells if c.cls == "DEFAULT"]  # (a SELECT's: an error)
         edits += [(c.start, c.end, "NULL") for c in defaults]
         cells = [c for c in cells if c.cls != "DEFAULT"]
         strings = [c for c in cells if c.literal is not None and c.literal.kind == "STRING"]
@@ -334,7 +343,7 @@ def typed_values(query: str, targets: Sequence[pa.DataType], text: Sequence[bool
         is_text = (pa.types.is_string(target) or pa.types.is_large_string(target)) if text is None else text[i]
         if not strings and not (is_text and len(rows) > 1):
             continue
-        if name == "boolean" and len(strings) + sum(c.literal is not None and c.literal.kind == "NULL_LITERAL"
+        if name == "boolean" and not selected and len(strings) + sum(c.literal is not None and c.literal.kind == "NULL_LITERAL"
                                                     for c in cells) == len(cells):
             # strings (and NULLs) alone convert after the rows are combined, by DuckDB's cast
             # with PostgreSQL's message; colmz's translation of 'x'::boolean says the
@@ -350,3 +359,25 @@ def typed_values(query: str, targets: Sequence[pa.DataType], text: Sequence[bool
             edits += [(c.start, c.end, f"CAST(({query[c.start:c.end]}) AS text)") for c in cells
                       if c.literal is None or c.literal.kind not in ("STRING", "NULL_LITERAL")]
     return splice(query, sorted(edits))
+
+
+def untyped_columns(query: str, width: int) -> list[bool]:
+    """Which of the ``width`` columns of ``query`` (an ``INSERT``'s ``VALUES`` list) hold only
+    string literals, ``NULL`` and ``DEFAULT`` -- PostgreSQL's values of unknown type, which
+    take their column's type; any other value in a column (``CASE WHEN c THEN '7' END``
+    is text) converts by assignment. Every column when ``query`` is not one ``VALUES`` list
+    the tree reads.
+
+    >>> untyped_columns("VALUES ('1', 2), (NULL, 3)", 2), untyped_columns("VALUES (CASE WHEN true THEN '7' END)", 1)
+    ([True, False], [False])
+    """
+    try:
+        trees = parse_tree(query)
+    except SQLError:
+        return [True] * width
+    q = trees[0] if len(trees) == 1 else None
+    rows = q.from_.rows if q is not None and q.from_ is not None and q.from_.type == "EXPRESSION_LIST" else ()
+    if not rows or any(len(r) != width for r in rows):
+        return [True] * width
+    return [all(c.cls == "DEFAULT" or (c.literal is not None and c.literal.kind in ("STRING", "NULL_LITERAL"))
+                for c in (r[i] for r in rows)) for i in range(width)]

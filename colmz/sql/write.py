@@ -168,16 +168,20 @@ def assign(con, rows: pa.Table, targets: Sequence[ColumnSpec], what: str, t: int
     return out.rename_columns(rows.column_names)
 
 
-def coerce_literals(con, rows: pa.Table, targets: Sequence[ColumnSpec], t: int = 0) -> pa.Table:
+def coerce_literals(con, rows: pa.Table, targets: Sequence[ColumnSpec], t: int = 0,
+                    untyped: Sequence[bool] | None = None) -> pa.Table:
     """An ``INSERT ... VALUES``'s text literals cast to their target columns' types (step
-    2), in one DuckDB query on ``con``; other columns as they are.
+    2), in one DuckDB query on ``con``; other columns as they are. ``untyped`` says which
+    columns hold only literals (:func:`colmz.sql.assign.untyped_columns`; default: all): a
+    text column of another one is a text value, converted by assignment (or refused).
 
     >>> from colmz.sql import session
     >>> coerce_literals(session(), pa.table({"d": ["2024-01-02"]}), [ColumnSpec("d", pa.date32())]).schema.types
     [DataType(date32[day])]
     """
-    casts = [(name, duckdb_type(spec.type) if _is_text(col.type) and not _is_text(spec.type) else None)
-             for name, spec, col in zip(rows.column_names, targets, rows.columns)]
+    untyped = [True] * rows.num_columns if untyped is None else untyped
+    casts = [(name, duckdb_type(spec.type) if _is_text(col.type) and not _is_text(spec.type) and literal else None)
+             for name, spec, col, literal in zip(rows.column_names, targets, rows.columns, untyped)]
     if all(c is None for _, c in casts) or rows.num_columns != len(targets):
         return rows
     return _run_over(con, rows, cast_select(VALUES_RELATION, casts), t)
@@ -193,11 +197,12 @@ def _run_over(con, rows: pa.Table, query: str, t: int) -> pa.Table:
 
 
 def insert_rows(con, rows: pa.Table, schema: Sequence[ColumnSpec], columns: Sequence[str] | None,
-                *, literals: bool, what: str, table: str, t: int = 0) -> pa.Table:
+                *, literals: bool | Sequence[bool], what: str, table: str, t: int = 0) -> pa.Table:
     """The rows an ``INSERT INTO table [(columns)]`` writes into a relation of columns
     ``schema``, from its query's result ``rows``: steps 1 to 4 of the module docstring
     (``literals``: the query is a ``VALUES`` list, whose literals take their columns'
-    types). The result has ``schema``'s columns, in order, ``NULL`` in those not written.
+    types; or, per column, whether it holds only literals). The result has ``schema``'s
+    columns, in order, ``NULL`` in those not written.
 
     >>> from colmz.sql import session
     >>> s = (ColumnSpec("a", pa.int32()), ColumnSpec("b", pa.string()))
@@ -208,7 +213,7 @@ def insert_rows(con, rows: pa.Table, schema: Sequence[ColumnSpec], columns: Sequ
     targets, columns = insert_targets(schema, columns, rows.num_columns, what, table)
     if literals:
         # As in PostgreSQL, literals take the type of the column they are written to.
-        rows = coerce_literals(con, rows, targets, t)
+        rows = coerce_literals(con, rows, targets, t, None if literals is True else literals)
     rows = assign(con, rows, targets, what, t)
     if columns is None:
         return rows

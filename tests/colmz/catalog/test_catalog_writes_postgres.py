@@ -60,6 +60,20 @@ CASES = [
      "SELECT a, b, count(*) FROM t GROUP BY a, b"),
     ("CREATE TABLE t (a int, b int); INSERT INTO t VALUES (1, 10), (1, 10), (2, 10)",
      "DELETE FROM t WHERE a IN (SELECT min(a) FROM t)", "SELECT a, b FROM t"),
+    # a SELECT's string literals are of unknown type, as VALUES's (not under UNION or in a
+    # subquery); a CASE of them is text
+    ("CREATE TABLE t (d date, a int, b boolean, i interval, x int[])",
+     "INSERT INTO t SELECT '2024-01-02', '5', 'yes', '1 day', '{1,2}'", "SELECT d::text, a, b, i::text, x FROM t"),
+    ("CREATE TABLE t (a int)", "INSERT INTO t SELECT '5' FROM (VALUES (1)) v(k)", "SELECT a FROM t"),
+    ("CREATE TABLE t (a int)", "INSERT INTO t (SELECT '5' LIMIT 1)", "SELECT a FROM t"),
+    ("CREATE TABLE t (a int)", "INSERT INTO t SELECT 'x'", "SELECT a FROM t"),
+    ("CREATE TABLE t (d date)", "INSERT INTO t SELECT '2024-01-02' UNION SELECT '2024-01-03'", "SELECT d FROM t"),
+    ("CREATE TABLE t (a int)", "INSERT INTO t SELECT * FROM (SELECT '5') s", "SELECT a FROM t"),
+    ("CREATE TABLE t (a int, b int); INSERT INTO t VALUES (1, 2)", "INSERT INTO t VALUES (CASE WHEN true THEN '7' END, 1)",
+     "SELECT a, b FROM t"),
+    ("CREATE TABLE t (a int, b int); INSERT INTO t VALUES (1, 2)", "UPDATE t SET a = CASE WHEN b = 2 THEN '7' END",
+     "SELECT a, b FROM t"),
+    ("CREATE TABLE t (a smallint); INSERT INTO t VALUES (1)", "UPDATE t SET a = a + 40000", "SELECT a FROM t"),
     # INSERT column lists
     ("CREATE TABLE t (a int, b int)", "INSERT INTO t (a, a) VALUES (1, 2)", "SELECT a, b FROM t"),
     ("CREATE TABLE t (a int, b text)", "INSERT INTO t (b, a) VALUES ('x', 1), ('y', 2)", "SELECT a, b FROM t"),
