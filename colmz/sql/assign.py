@@ -10,15 +10,18 @@ expression is of type text``. For colmz's column types that is:
 * integers to any integer (a narrowing one checks the range: ``integer out of range``), to
   ``real``/``double precision``;
 * ``real``/``double precision`` to the other float and to integers, rounding half to even
-  (PostgreSQL's ``rint``); ``numeric`` (DuckDB's ``DECIMAL``/``HUGEINT`` results) to
-  integers rounding half away from zero, and to floats;
+  (PostgreSQL's ``rint``); a nonzero double that would be a zero real is PostgreSQL's
+  ``value out of range: underflow``; ``numeric`` (DuckDB's ``DECIMAL``/``HUGEINT``
+  results) to integers rounding half away from zero, and to floats;
 * ``date`` to ``timestamp``/``timestamptz``, ``timestamp`` and ``timestamptz`` to each other
   and to ``date``;
 * *anything* to ``text`` (PostgreSQL's automatic I/O conversion casts to string types are
   assignment casts), printed as PostgreSQL prints it: floats by their shortest text (``2``,
   not DuckDB's ``2.0``), booleans ``true``/``false``, ``bytea`` as ``\\x`` and hex.
-  ``interval`` to text is refused (:class:`colmz.sql.UnsupportedSQL`): DuckDB prints
-  ``months`` where PostgreSQL prints ``mons``.
+  ``interval`` or an array to text is refused (:class:`colmz.sql.UnsupportedSQL`): DuckDB
+  prints ``months`` where PostgreSQL prints ``mons``, ``[1, 2]`` where it prints ``{1,2}``;
+* an array to an array by its elements' casts, to ``text[]`` each element printed as the
+  scalar's assignment prints it.
 
 Nothing converts *from* text (PostgreSQL's I/O casts from string types are explicit only),
 nor between booleans and numbers. A ``NULL`` of unknown type takes the column's type.

@@ -13,13 +13,18 @@ One implementation for every writer: a catalog ``INSERT``/``UPDATE`` into a tabl
    take their default (``NULL``: colmz's tables have no ``DEFAULT``). The arity must match,
    in PostgreSQL's words (:func:`arity_message`: ``INSERT has more expressions than target
    columns``).
-2. **Literals** (:func:`coerce_literals`): an ``INSERT ... VALUES`` literal takes the type
-   of the column it is written to (PostgreSQL types an unknown-typed literal by its
-   target), so ``'2024-01-02'`` into a ``date`` column is a date, not text.
+2. **Literals** (:func:`coerce_literals`): an ``INSERT ... VALUES`` literal (and a plain
+   ``SELECT``'s: :func:`colmz.sql.assign.typed_values`) takes the type of the column it is
+   written to (PostgreSQL types an unknown-typed literal by its target), so
+   ``'2024-01-02'`` into a ``date`` column is a date, not text; a text *value* is not a
+   literal (:func:`colmz.sql.assign.untyped_columns`).
 3. **Assignment casts** (:func:`assignment_query`, :func:`assign`): every value converts to
    its column's type by PostgreSQL's assignment casts (:mod:`colmz.sql.assign`), or the
    write is refused with PostgreSQL's message (``SchemaError``); a value outside a narrower
-   integer type is PostgreSQL's ``integer out of range`` (``OverflowError``).
+   integer type is PostgreSQL's ``integer out of range`` (``OverflowError``). What colmz
+   stores alike is told apart by the declared type: nothing but text converts to ``json``/
+   ``jsonb`` (:func:`check_json_sources`), and a ``varchar(n)`` value is measured against
+   ``n`` (:func:`fit_lengths`).
 4. **Values to columns** (:func:`insert_rows`): the rows of the named columns, in the
    target's order, ``NULL`` in the others.
 
