@@ -52,6 +52,7 @@ from colmz.sql import (
     InsertStatement,
     QualifiedName,
     SQLError,
+    UnsupportedSQL,
     arrow_type,
     as_qualified,
     bind_relations,
@@ -65,7 +66,7 @@ from colmz.sql import (
     task_statement,
     uses_now,
 )
-from colmz.sql.write import is_json, is_jsonb
+from colmz.sql.write import is_json, is_jsonb, varchar_lengths
 from colmz.storage.frozen import frozen
 from colmz.updates import SchemaError, Updates
 
@@ -122,7 +123,8 @@ class Definitions:
             key = self._new_key(s.qualifier, s.name)
             schema = {n: arrow_type(t) for n, t in s.columns}
             if len(schema) != len(s.columns):
-                raise SQLError(f"CREATE TABLE {s.name}: duplicate column names")
+                twice = next(n for i, (n, _) in enumerate(s.columns) if n in [m for m, _ in s.columns[:i]])
+                raise SQLError(f'CREATE TABLE {s.name}: column "{twice}" specified more than once')
             check_columns("CREATE TABLE", s.name, schema)
             coll = self._new_collection(schema)
             coll.keep_counts()  # a retraction's check never builds the index over the whole table
@@ -136,14 +138,17 @@ class Definitions:
             rows = rename_like_postgres(self._query_at(translated, now), s.query)
             schema = [ColumnSpec(f.name, storable(f.type, s.name)) for f in rows.schema]
             if s.columns is not None:
-                if len(s.columns) != len(schema):
-                    raise SchemaError(
-                        f"MATERIALIZED VIEW {s.name}: {len(s.columns)} column name(s) for {len(schema)} column(s)"
-                    )
-                schema = [ColumnSpec(n, c.type) for n, c in zip(s.columns, schema)]
+                # As PostgreSQL (and Materialize): the names rename the first columns, the
+                # rest keep theirs; more names than columns is an error
+                if len(s.columns) > len(schema):
+                    raise SchemaError(f"MATERIALIZED VIEW {s.name}: too many column names were specified "
+                                      f"({len(s.columns)} for {len(schema)} column(s))")
+                schema = [ColumnSpec(n, c.type) for n, c in zip(s.columns, schema)] + schema[len(s.columns):]
             names = [c.name for c in schema]
             if len(set(names)) != len(names):
-                raise SchemaError(f"MATERIALIZED VIEW {s.name}: duplicate column names {names}: alias them")
+                twice = next(n for i, n in enumerate(names) if n in names[:i])
+                raise SchemaError(f'MATERIALIZED VIEW {s.name}: column "{twice}" specified more than once '
+                                  f"(columns {names}: alias them)")
             check_case_distinct("MATERIALIZED VIEW", s.name, names)
             coll = self._new_collection(schema)
             if self._views == "incremental":  # its operators write its contents (colmz.catalog.views)
@@ -195,6 +200,10 @@ class Definitions:
             raise SQLError(f"CREATE CONTINUAL TASK {display_name(key)}: unknown catalog item "
                            f"{display_name(input_key)!r} (its ON INPUT)")
         src = self._objects[input_key]
+        for name, typ in s.columns or ():
+            if varchar_lengths([typ]):  # (a table's varchar(n) is measured on write: colmz.sql.write.fit_lengths)
+                raise UnsupportedSQL(f"continual task column {name!r} of type {typ} is not supported by colmz (its "
+                                     "length is not enforced on INSERT): use TEXT or VARCHAR")
         # The objects the statements read (bound as queries bind them); the task itself is
         # not an object yet: its own name means its output as of T-1.
         names: set[Key] = set()

@@ -112,9 +112,19 @@ from colmz.sql import (
     sql_name,
     update_select,
 )
-from colmz.sql.assign import typed_assignment, typed_values
+from colmz.sql.assign import typed_assignment, typed_values, untyped_columns
 from colmz.sql.tokens import require_text
-from colmz.sql.write import as_jsonb, assign, check_jsonb_values, insert_rows, is_json, is_jsonb
+from colmz.sql.write import (
+    as_jsonb,
+    assign,
+    check_json_sources,
+    check_jsonb_values,
+    fit_lengths,
+    insert_rows,
+    is_json,
+    is_jsonb,
+    varchar_lengths,
+)
 from colmz.updates import Updates
 
 __all__ = ["AppendOnlyViolation", "Engine"]
@@ -483,13 +493,34 @@ class Engine(Definitions, Queries, Views, Subscriptions):
         d = self.definition_of(key)
         return d is not None and d.get("kind") == "table" and d["stmt"].get("append_only", False)
 
-    def _jsonb_columns(self, key: Key, kind=is_jsonb) -> list[int]:
-        # The positions of the columns table ``key`` declares jsonb (``kind=is_json``: json;
-        # colmz stores both as text; its definition says what they are).
+    def _declared_types(self, key: Key) -> list[tuple[str, str]]:
+        # The (name, declared SQL type) of each column of table ``key`` ([] for another kind):
+        # colmz stores jsonb, json, text and varchar(n) alike; its definition says which.
         d = self.definition_of(key)
         if d is None or d.get("kind") != "table":
             return []
-        return [i for i, (_, typ) in enumerate(d["stmt"].get("columns", ())) if kind(typ)]
+        return list(d["stmt"].get("columns", ()))
+
+    def _written(self, sql: str, t: int, pending) -> pa.Table:
+        # The values a write computes: a DEFAULT left inside an expression or a SELECT (one
+        # standing for a whole VALUES item or SET value is NULL before this) is PostgreSQL's
+        # error, not DuckDB's binder's
+        try:
+            return self._query(sql, t, pending)
+        except SQLError as e:
+            if "cannot contain DEFAULT clause" in str(e) or "DEFAULT is not allowed here" in str(e):
+                raise SQLError("DEFAULT is not allowed in this context") from None
+            raise
+
+    def _json_target(self, key: Key, column: str) -> tuple[str, str] | None:
+        # (column, "jsonb" or "json") when table ``key`` declares ``column`` so, else None
+        typ = dict(self._declared_types(key)).get(column)
+        return None if typ is None else (column, "jsonb") if is_jsonb(typ) else (column, "json") if is_json(typ) \
+            else None
+
+    def _jsonb_columns(self, key: Key, kind=is_jsonb) -> list[int]:
+        # The positions of the columns table ``key`` declares jsonb (``kind=is_json``: json).
+        return [i for i, (_, typ) in enumerate(self._declared_types(key)) if kind(typ)]
 
     def column_kinds(self, key: Key) -> list[str | None]:
         """The SQL kind of each column of the object keyed ``key`` (``colmz.catalog.
@@ -625,10 +656,17 @@ class Engine(Definitions, Queries, Views, Subscriptions):
             # (colmz.sql.assign.typed_values), as in PostgreSQL.
             value_types = [c.type for c in schema] if s.columns is None else \
                 [next((c.type for c in schema if c.name == n), pa.null()) for n in s.columns]
-            rows = insert_rows(self._con, self._query(typed_values(s.query, value_types), t, pending), schema, s.columns,
-                               literals=s.query.lstrip()[:6].upper() == "VALUES", what=what,
-                               table=s.table, t=self._now)
+            declared = dict(self._declared_types(key))
+            text = [declared_kind(declared.get(n, ""), None) == "text"
+                    for n in ([c.name for c in schema] if s.columns is None else s.columns)]
+            rows = self._written(typed_values(s.query, value_types, text), t, pending)
+            written = [c.name for c in schema][: rows.num_columns] if s.columns is None else s.columns
+            check_json_sources(rows.schema.types, [self._json_target(key, n) for n in written], what)
+            values = s.query.lstrip()[:6].upper() == "VALUES"
+            rows = insert_rows(self._con, rows, schema, s.columns, what=what, table=s.table, t=self._now,
+                               literals=values and untyped_columns(s.query, rows.num_columns))
             rows = as_jsonb(rows, self._jsonb_columns(key), self._jsonb_columns(key, is_json))  # jsonb's text; json checked
+            rows = fit_lengths(rows, varchar_lengths([typ for _, typ in self._declared_types(key)]))
             change = rows_to_updates(conform(rows, schema, what), t, 1)
         elif isinstance(s, DeleteStatement):
             rows = self._query(select_where(rel, s.where), t, pending)
@@ -637,13 +675,19 @@ class Engine(Definitions, Queries, Views, Subscriptions):
             names = [c.name for c in schema]
             # a string literal takes its column's type, as PostgreSQL's UPDATE coerces it
             types = {c.name: c.type for c in schema}
-            assigned = {n: typed_assignment(e, types[n]) if n in types else e for n, e in s.assignments}
+            # (DEFAULT is NULL: colmz's columns have no default)
+            assigned = {n: "NULL" if e.strip().upper() == "DEFAULT" else typed_assignment(e, types[n]) if n in types
+                        else e for n, e in s.assignments}
             new_sql = update_select(rel, names, assigned, s.where)  # checks every part first
             self._check_jsonb_text(new_sql, [n if n in assigned else None for n in names], key, schema)
             old = self._query(select_where(rel, s.where, f"UPDATE {s.table}: predicate"), t, pending)
             # As an INSERT, an UPDATE's values convert to their columns by assignment.
-            new = assign(self._con, self._query(new_sql, t, pending), list(schema), f"UPDATE {s.table}", self._now)
+            new = self._written(new_sql, t, pending)
+            check_json_sources(new.schema.types, [self._json_target(key, n) if n in assigned else None for n in names],
+                               f"UPDATE {s.table}")
+            new = assign(self._con, new, list(schema), f"UPDATE {s.table}", self._now)
             new = as_jsonb(new, self._jsonb_columns(key), self._jsonb_columns(key, is_json))  # jsonb's text; json checked
+            new = fit_lengths(new, varchar_lengths([typ for _, typ in self._declared_types(key)]))
             change = concat([
                 rows_to_updates(conform(old, schema, f"UPDATE {s.table}"), t, -1),
                 rows_to_updates(conform(new, schema, f"UPDATE {s.table}"), t, 1),

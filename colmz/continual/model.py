@@ -81,9 +81,9 @@ from colmz.ops import concat, consolidate
 from colmz.order import ColumnSpec
 from colmz.rows import at_time, expand, relation_rows, rows_to_updates, schema_of
 from colmz.sql.column_rules import column_type, rules_applied
-from colmz.sql.errors import SQLError
+from colmz.sql.errors import SQLError, UnsupportedSQL
 from colmz.sql.names import display_name
-from colmz.sql.write import check_jsonb_values, is_json, is_jsonb
+from colmz.sql.write import check_jsonb_values, is_json, is_jsonb, varchar_lengths
 from colmz.updates import SchemaError, Updates
 
 __all__ = [
@@ -326,6 +326,7 @@ class ContinualTask:
         # Append times come from the input only if some statement reads it.
         self.reads_input = any(b.reads(input_name) for b in self.compiled)
         if columns is not None:
+            _check_varchar(columns)
             schema = schema_of(columns)
         elif output is not None:
             schema = tuple(output.schema)
@@ -702,6 +703,17 @@ def _jsonb_positions(columns, kind=is_jsonb) -> tuple[int, ...]:
     items = list(columns.items()) if isinstance(columns, Mapping) else [
         (c.name, c.type) if isinstance(c, ColumnSpec) else tuple(c) for c in columns]
     return tuple(i for i, (_, t) in enumerate(items) if isinstance(t, str) and kind(t))
+
+
+def _check_varchar(columns) -> None:
+    # A varchar(n) output column would hold longer text: an INSERT's values are not measured
+    # against n here (a catalog table's are: colmz.sql.write.fit_lengths).
+    items = list(columns.items()) if isinstance(columns, Mapping) else [
+        (c.name, c.type) if isinstance(c, ColumnSpec) else tuple(c) for c in columns]
+    for name, t in items:
+        if isinstance(t, str) and varchar_lengths([t]):
+            raise UnsupportedSQL(f"continual task column {name!r} of type {t} is not supported by colmz (its "
+                                 "length is not enforced on INSERT): use TEXT or VARCHAR")
 
 
 def _check_nonnegative(contents: Updates, name: str, index: int | None) -> None:

@@ -10,15 +10,18 @@ expression is of type text``. For colmz's column types that is:
 * integers to any integer (a narrowing one checks the range: ``integer out of range``), to
   ``real``/``double precision``;
 * ``real``/``double precision`` to the other float and to integers, rounding half to even
-  (PostgreSQL's ``rint``); ``numeric`` (DuckDB's ``DECIMAL``/``HUGEINT`` results) to
-  integers rounding half away from zero, and to floats;
+  (PostgreSQL's ``rint``); a nonzero double that would be a zero real is PostgreSQL's
+  ``value out of range: underflow``; ``numeric`` (DuckDB's ``DECIMAL``/``HUGEINT``
+  results) to integers rounding half away from zero, and to floats;
 * ``date`` to ``timestamp``/``timestamptz``, ``timestamp`` and ``timestamptz`` to each other
   and to ``date``;
 * *anything* to ``text`` (PostgreSQL's automatic I/O conversion casts to string types are
   assignment casts), printed as PostgreSQL prints it: floats by their shortest text (``2``,
   not DuckDB's ``2.0``), booleans ``true``/``false``, ``bytea`` as ``\\x`` and hex.
-  ``interval`` to text is refused (:class:`colmz.sql.UnsupportedSQL`): DuckDB prints
-  ``months`` where PostgreSQL prints ``mons``.
+  ``interval`` or an array to text is refused (:class:`colmz.sql.UnsupportedSQL`): DuckDB
+  prints ``months`` where PostgreSQL prints ``mons``, ``[1, 2]`` where it prints ``{1,2}``;
+* an array to an array by its elements' casts, to ``text[]`` each element printed as the
+  scalar's assignment prints it.
 
 Nothing converts *from* text (PostgreSQL's I/O casts from string types are explicit only),
 nor between booleans and numbers. A ``NULL`` of unknown type takes the column's type.
@@ -46,7 +49,7 @@ from colmz.sql.tree import parse_tree
 from colmz.updates import SchemaError
 
 __all__ = ["arrow_assignment", "assignment_cast", "assignment_select", "duckdb_type", "pg_type_name", "typed_assignment",
-           "typed_values"]
+           "typed_values", "untyped_columns"]
 
 _INTS = {
     pa.int8(): ("smallint", "SMALLINT"),  # Materialize has no 1-byte integer: DuckDB's TINYINT
@@ -165,8 +168,28 @@ def assignment_cast(source: pa.DataType, target: pa.DataType, column: str) -> st
             )
         if have in ("int", "numeric", "bool", "date", "timestamp", "timestamptz"):
             return "CAST({x} AS VARCHAR)"
+        if have == "array":
+            raise UnsupportedSQL(
+                f'assignment of an array to text column "{column}" is not supported by colmz '
+                "(PostgreSQL prints arrays as {1,2}): cast it explicitly"
+            )
+    elif have == want == "array" and _family(target.value_type) == "text" and _family(source.value_type) in (
+            "int", "float", "bool", "date", "timestamp", "timestamptz"):
+        # PostgreSQL converts each element by its assignment cast to text (printed as a
+        # scalar's is: a float by its shortest text)
+        if _family(source.value_type) == "float":
+            from colmz.sql.translate import pg_float_text
+
+            kind = "real" if source.value_type == pa.float32() else "double"
+            return f"list_transform({{x}}, lambda __colmz_e: {pg_float_text('__colmz_e', kind)})"
+        return "CAST({x} AS VARCHAR[])"
     elif have == want == "array" and _assignable_elements(source.value_type, target.value_type):
         return f"CAST({{x}} AS {duckdb_type(target)})"
+    elif source == pa.float64() and target == pa.float32():
+        # PostgreSQL's float8_to_float4 refuses a nonzero double that becomes a zero real
+        # (DuckDB's cast rounds it to zero; its overflow DuckDB refuses itself)
+        return ("CASE WHEN {x} <> 0 AND CAST({x} AS FLOAT) = 0 THEN error('value out of range: underflow') "
+                "ELSE CAST({x} AS FLOAT) END")
     elif (have, want) in _ASSIGNABLE:
         # a float to an integer rounds half to even (PostgreSQL's rint), a numeric half away
         # from zero (DuckDB's cast, as PostgreSQL's)
@@ -269,20 +292,28 @@ def typed_assignment(expression: str, target: pa.DataType) -> str:
     return f"{expression.strip()}::{name}"
 
 
-def typed_values(query: str, targets: Sequence[pa.DataType]) -> str:
-    """``query`` (an ``INSERT``'s ``VALUES`` list) with each value typed by its column:
+def typed_values(query: str, targets: Sequence[pa.DataType], text: Sequence[bool] | None = None) -> str:
+    """``query`` (an ``INSERT``'s ``VALUES`` list) with each value typed by its column, as
+    PostgreSQL's ``transformInsertRow`` coerces each item before the rows are combined:
     a string literal of a non-text column cast to the column's type (read by that type's
-    input rules: ``'2.5'`` is no integer, ``'1e400'`` no double), a value beside string
-    literals in a text column cast to text; DuckDB then combines rows whose values already
-    agree. Rows shorter than ``targets`` fill its first
-    columns (PostgreSQL's ``INSERT`` without a column list). ``query`` unchanged when it is
-    not one ``VALUES`` list with at most ``len(targets)`` values a row (the caller reports
-    the arity).
+    input rules: ``'2.5'`` is no integer, ``'1e400'`` no double), a decimal literal of a
+    float column too (PostgreSQL's numeric to float cast reads the numeric's text: ``1e400``
+    is no double), a value of a text column cast to text where the column has string
+    literals or the list more than one row (``(1.50), (true)`` into text are ``'1.50'`` and
+    ``'true'``), and ``DEFAULT`` written ``NULL`` (colmz's columns have no default); DuckDB
+    then combines rows whose values already agree. ``text`` says which ``targets`` are text
+    columns (default: every string one; a ``jsonb`` column's string is not). Rows shorter
+    than ``targets`` fill its first columns (PostgreSQL's ``INSERT`` without a column list).
+    A plain ``SELECT``'s string literals (no set operation, ``DISTINCT``, ``ORDER BY`` or
+    ``GROUP BY``) are typed as a one-row list's. ``query`` unchanged otherwise, or when it has
+    more than ``len(targets)`` values a row (the caller reports the arity).
 
     >>> typed_values("VALUES ('NaN'), (1.5)", [pa.float64()])
-    "VALUES ('NaN'::double precision), (1.5)"
-    >>> typed_values("VALUES (1, 'a'), (2, 3)", [pa.int32(), pa.string()])
-    "VALUES (1, 'a'), (2, CAST((3) AS text))"
+    "VALUES ('NaN'::double precision), (1.5::double precision)"
+    >>> typed_values("VALUES (1, 'a'), (DEFAULT, 3)", [pa.int32(), pa.string()])
+    "VALUES (1, 'a'), (NULL, CAST((3) AS text))"
+    >>> typed_values("SELECT '5' AS a, k FROM u LIMIT 1", [pa.int32(), pa.int32()])
+    "SELECT '5'::integer AS a, k FROM u LIMIT 1"
     """
     try:
         trees = parse_tree(query)
@@ -290,17 +321,32 @@ def typed_values(query: str, targets: Sequence[pa.DataType]) -> str:
         return query  # DuckDB's parser says what is wrong when the query runs
     q = trees[0] if len(trees) == 1 else None
     rows = q.from_.rows if q is not None and q.from_ is not None and q.from_.type == "EXPRESSION_LIST" else ()
+    # INSERT ... SELECT: PostgreSQL leaves the select list's literals unknown too (its
+    # sub-query does not resolve them to text) unless a set operation, DISTINCT, ORDER BY or
+    # GROUP BY resolves them first
+    selected = not rows and q is not None and q.type == "SELECT_NODE" and bool(q.items) and not q.group_by and all(
+        m.type == "LIMIT_MODIFIER" for m in q.modifiers) and not any(i.cls == "STAR" for i in q.items)
+    rows = (q.items,) if selected else rows
     if not rows or any(len(r) != len(rows[0]) for r in rows) or len(rows[0]) > len(targets):
         return query
     targets = targets[: len(rows[0])]
     edits: list[tuple[int, int, str]] = []
     for i, target in enumerate(targets):
         cells = [r[i] for r in rows]
-        strings = [c for c in cells if c.literal is not None and c.literal.kind == "STRING"]
-        if not strings or any(c.start < 0 for c in cells):
+        if any(c.start < 0 for c in cells):
             continue
+        defaults = [] if selected else [c for c in cells if c.cls == "DEFAULT"]  # (a SELECT's: an error)
+        edits += [(c.start, c.end, "NULL") for c in defaults]
+        cells = [c for c in cells if c.cls != "DEFAULT"]
+        strings = [c for c in cells if c.literal is not None and c.literal.kind == "STRING"]
         name = _literal_type(target)
-        if name == "boolean" and len(strings) + sum(c.literal is not None and c.literal.kind == "NULL_LITERAL"
+        if name in ("real", "double precision"):
+            # a decimal literal is PostgreSQL's numeric, converted to a float by its text
+            strings += [c for c in cells if c.literal is not None and c.literal.kind == "NUMERIC"]
+        is_text = (pa.types.is_string(target) or pa.types.is_large_string(target)) if text is None else text[i]
+        if not strings and not (is_text and len(rows) > 1):
+            continue
+        if name == "boolean" and not selected and len(strings) + sum(c.literal is not None and c.literal.kind == "NULL_LITERAL"
                                                     for c in cells) == len(cells):
             # strings (and NULLs) alone convert after the rows are combined, by DuckDB's cast
             # with PostgreSQL's message; colmz's translation of 'x'::boolean says the
@@ -308,8 +354,33 @@ def typed_values(query: str, targets: Sequence[pa.DataType]) -> str:
             continue
         if name is not None:
             # the :: form: colmz reads a literal's :: cast by the type's input rules
-            edits += [(c.start, c.end, f"{query[c.start:c.end]}::{name}") for c in strings]
-        elif pa.types.is_string(target) or pa.types.is_large_string(target):
+            # (a negative decimal parenthesised: its minus is its text's, as PostgreSQL's
+            # numeric says it)
+            edits += [(c.start, c.end, f"({query[c.start:c.end]})::{name}" if query[c.start] == "-" else
+                       f"{query[c.start:c.end]}::{name}") for c in strings]
+        elif is_text:
             edits += [(c.start, c.end, f"CAST(({query[c.start:c.end]}) AS text)") for c in cells
                       if c.literal is None or c.literal.kind not in ("STRING", "NULL_LITERAL")]
     return splice(query, sorted(edits))
+
+
+def untyped_columns(query: str, width: int) -> list[bool]:
+    """Which of the ``width`` columns of ``query`` (an ``INSERT``'s ``VALUES`` list) hold only
+    string literals, ``NULL`` and ``DEFAULT`` -- PostgreSQL's values of unknown type, which
+    take their column's type; any other value in a column (``CASE WHEN c THEN '7' END``
+    is text) converts by assignment. Every column when ``query`` is not one ``VALUES`` list
+    the tree reads.
+
+    >>> untyped_columns("VALUES ('1', 2), (NULL, 3)", 2), untyped_columns("VALUES (CASE WHEN true THEN '7' END)", 1)
+    ([True, False], [False])
+    """
+    try:
+        trees = parse_tree(query)
+    except SQLError:
+        return [True] * width
+    q = trees[0] if len(trees) == 1 else None
+    rows = q.from_.rows if q is not None and q.from_ is not None and q.from_.type == "EXPRESSION_LIST" else ()
+    if not rows or any(len(r) != width for r in rows):
+        return [True] * width
+    return [all(c.cls == "DEFAULT" or (c.literal is not None and c.literal.kind in ("STRING", "NULL_LITERAL"))
+                for c in (r[i] for r in rows)) for i in range(width)]

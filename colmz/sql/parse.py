@@ -421,9 +421,13 @@ def _statement(cur: _Cursor):
 def _create_table(cur: _Cursor) -> CreateTable:
     if_not_exists = cur.accept("IF", "NOT", "EXISTS")
     name, qual = cur.object_name()
+    if cur.at("AS"):
+        _unsupported("CREATE TABLE ... AS")
     if not cur.at("("):
         raise SQLError(f"CREATE TABLE {name} needs a column list")
     cols = _column_defs(cur)
+    if not cols:  # PostgreSQL's table of no columns: colmz's collections have at least one
+        _unsupported(f"CREATE TABLE {name} () (a table of no columns)")
     append_only = _with_options(cur, "CREATE TABLE").get("append_only", False)
     _done(cur, "CREATE TABLE")
     return CreateTable(name, cols, qual, if_not_exists, append_only)
@@ -468,12 +472,23 @@ def _update(cur: _Cursor) -> UpdateStatement:
     if alias is not None and alias.kind == "word" and alias.upper != "SET":  # AS too
         _unsupported("UPDATE with a table alias")
     cur.expect("SET")
+    if _find_word(cur, "RETURNING") < cur.end:
+        _unsupported("UPDATE ... RETURNING")
     where_at = _find_word(cur, "WHERE")
-    assigns = []
+    if any(cur.toks[j].upper == "FROM" and cur.toks[j - 1].upper != "DISTINCT"  # (IS DISTINCT FROM)
+           for j in top_level(cur.toks, cur.pos, where_at)):
+        _unsupported("UPDATE ... FROM")
+    assigns: list[tuple[str, str]] = []
     for a, b in _split(cur.toks, cur.pos, where_at, ","):
-        if b - a < 3 or cur.toks[a + 1].text != "=":
-            raise SQLError(f"UPDATE {table}: expected `column = expression`, got {cur.span(a, b)!r}")
-        assigns.append((cur.toks[a].name, share_slice(cur.text, cur.toks, a + 2, b)))
+        pairs = _multiple_assignment(cur, a, b, table) if cur.toks[a].text == "(" else None
+        if pairs is None:
+            if b - a < 3 or cur.toks[a + 1].text != "=":
+                raise SQLError(f"UPDATE {table}: expected `column = expression`, got {cur.span(a, b)!r}")
+            pairs = [(cur.toks[a].name, share_slice(cur.text, cur.toks, a + 2, b))]
+        for name, expr in pairs:
+            if any(name == n for n, _ in assigns):  # PostgreSQL's words (its transformUpdateTargetList)
+                raise SQLError(f'multiple assignments to same column "{name}"')
+            assigns.append((name, expr))
     cur.pos = where_at  # the end, or a WHERE
     where = cur.query_rest() if cur.accept("WHERE") else None
     # every piece DuckDB checks, parsed in one call (a call costs about a short text's parse)
@@ -485,6 +500,35 @@ def _update(cur: _Cursor) -> UpdateStatement:
             raise SQLError(f"UPDATE {table}: WHERE without a predicate")
         require_expression(where, f"UPDATE {table}: predicate")
     return UpdateStatement(table, assigns, where, qual)
+
+
+def _multiple_assignment(cur: _Cursor, a: int, b: int, table: str) -> list[tuple[str, str]] | None:
+    """The ``(column, expression)`` pairs of ``SET (c1, c2) = (e1, e2)`` or ``= ROW(e1, e2)``
+    at ``toks[a:b]``, one per column as PostgreSQL's grammar expands them (each value read
+    from the old row); ``None`` when it is not that form. A sub-``SELECT`` source is refused
+    by name; a parenthesised source of one column, and a count that differs, raise
+    PostgreSQL's errors."""
+    toks = cur.toks
+    close = closing(toks, a, b)
+    if close < 0 or close + 2 >= b or toks[close + 1].text != "=":
+        return None
+    names = [toks[x].name for x, y in _split(toks, a + 1, close, ",") if y == x + 1 and toks[x].kind == "word"]
+    if not names or len(names) != len(_split(toks, a + 1, close, ",")):
+        return None
+    src = close + 2
+    row = toks[src].upper == "ROW" and src + 1 < b and toks[src + 1].text == "("
+    open_at = src + 1 if row else src
+    if toks[open_at].text != "(" or closing(toks, open_at, b + 1) != b - 1:
+        return None
+    first = toks[open_at + 1] if open_at + 1 < b - 1 else None
+    if not row and first is not None and first.upper in ("SELECT", "WITH", "VALUES", "TABLE"):
+        _unsupported(f"UPDATE {table} SET (columns) = (sub-SELECT)")
+    if not row and len(names) == 1:
+        raise SQLError("source for a multiple-column UPDATE item must be a sub-SELECT or ROW() expression")
+    values = _split(toks, open_at + 1, b - 1, ",")
+    if len(values) != len(names):
+        raise SQLError("number of columns does not match number of values")
+    return [(n, share_slice(cur.text, toks, x, y)) for n, (x, y) in zip(names, values)]
 
 
 #: The first words of PostgreSQL's statements (its ``gram.y``): a statement starting with

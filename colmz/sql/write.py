@@ -13,13 +13,18 @@ One implementation for every writer: a catalog ``INSERT``/``UPDATE`` into a tabl
    take their default (``NULL``: colmz's tables have no ``DEFAULT``). The arity must match,
    in PostgreSQL's words (:func:`arity_message`: ``INSERT has more expressions than target
    columns``).
-2. **Literals** (:func:`coerce_literals`): an ``INSERT ... VALUES`` literal takes the type
-   of the column it is written to (PostgreSQL types an unknown-typed literal by its
-   target), so ``'2024-01-02'`` into a ``date`` column is a date, not text.
+2. **Literals** (:func:`coerce_literals`): an ``INSERT ... VALUES`` literal (and a plain
+   ``SELECT``'s: :func:`colmz.sql.assign.typed_values`) takes the type of the column it is
+   written to (PostgreSQL types an unknown-typed literal by its target), so
+   ``'2024-01-02'`` into a ``date`` column is a date, not text; a text *value* is not a
+   literal (:func:`colmz.sql.assign.untyped_columns`).
 3. **Assignment casts** (:func:`assignment_query`, :func:`assign`): every value converts to
    its column's type by PostgreSQL's assignment casts (:mod:`colmz.sql.assign`), or the
    write is refused with PostgreSQL's message (``SchemaError``); a value outside a narrower
-   integer type is PostgreSQL's ``integer out of range`` (``OverflowError``).
+   integer type is PostgreSQL's ``integer out of range`` (``OverflowError``). What colmz
+   stores alike is told apart by the declared type: nothing but text converts to ``json``/
+   ``jsonb`` (:func:`check_json_sources`), and a ``varchar(n)`` value is measured against
+   ``n`` (:func:`fit_lengths`).
 4. **Values to columns** (:func:`insert_rows`): the rows of the named columns, in the
    target's order, ``NULL`` in the others.
 
@@ -37,7 +42,7 @@ from collections.abc import Sequence
 import pyarrow as pa
 
 from colmz.order import ColumnSpec
-from colmz.sql.assign import arrow_assignment, assignment_select, duckdb_type
+from colmz.sql.assign import arrow_assignment, assignment_select, duckdb_type, pg_type_name
 from colmz.sql.build import RESERVED_PREFIX, cast_select, identifier, select_by_position
 from colmz.sql.errors import SQLError, UnsupportedSQL
 from colmz.sql.jsonb import TEXT_CALLS, TEXT_TYPE
@@ -47,17 +52,22 @@ from colmz.sql.typing_pass import case_results, untyped_literal
 from colmz.updates import SchemaError
 
 __all__ = ["VALUES_RELATION", "arity_message", "as_jsonb", "assign", "assignment_query", "coerce_literals",
-           "insert_rows", "insert_targets", "is_json", "is_jsonb",
+           "check_json_sources", "fit_lengths", "insert_rows", "insert_targets", "is_json", "is_jsonb", "varchar_lengths",
            "check_jsonb_values", "jsonb_select"]
 
 #: Where rows are registered for the one query that converts them (:func:`assign`,
 #: :func:`coerce_literals`).
 VALUES_RELATION = RESERVED_PREFIX + "values"
 #: DuckDB's message for a value outside its target type, and PostgreSQL's for each type.
-_OUT_OF_RANGE = re.compile(r"out of range for the destination type (\w+)")
+#: (A numeric's cast says "Failed to cast decimal value ... to type INT64"; a double's to a
+#: real is PostgreSQL's float8_to_float4 overflow; its underflow is raised by the cast's own
+#: check, :func:`colmz.sql.assign.assignment_cast`.)
+_OUT_OF_RANGE = re.compile(r"out of range for the destination type (\w+)|Failed to cast decimal value \S+ to type (\w+)"
+                           r"|(value out of range: underflow)")
 _PG_RANGE = {"INT16": "smallint out of range", "INT32": "integer out of range",
              "INT64": "bigint out of range", "UINT16": "uint2 out of range",
-             "UINT32": "uint4 out of range", "UINT64": "uint8 out of range"}
+             "UINT32": "uint4 out of range", "UINT64": "uint8 out of range",
+             "FLOAT": "value out of range: overflow"}
 
 
 def arity_message(expressions: int, targets: int) -> str | None:
@@ -90,6 +100,9 @@ def insert_targets(schema: Sequence[ColumnSpec], columns: Sequence[str] | None, 
     colmz.sql.SQLError: INSERT INTO t: no column 'c'; columns are ['a', 'b']
     """
     names = [c.name for c in schema]
+    twice = [c for i, c in enumerate(columns or ()) if c in columns[:i]]
+    if twice:  # PostgreSQL's words (checkInsertTargets)
+        raise SQLError(f'column "{twice[0]}" specified more than once')
     unknown = [c for c in columns or () if c not in names]
     if unknown:
         raise SQLError(f"INSERT INTO {table}: no column {unknown[0]!r}; columns are {names}")
@@ -152,22 +165,28 @@ def assign(con, rows: pa.Table, targets: Sequence[ColumnSpec], what: str, t: int
     except SQLError as e:
         m = _OUT_OF_RANGE.search(str(e))
         if m:
-            raise OverflowError(f"{what}: {_PG_RANGE.get(m.group(1), m.group(1) + ' out of range')}") from None
+            dest = m.group(1) or m.group(2)
+            said = m.group(3) or _PG_RANGE.get(dest, f"{dest} out of range")
+            raise OverflowError(f"{what}: {said}") from None
         raise
     # Result columns keep the query's names (conform matches by position).
     return out.rename_columns(rows.column_names)
 
 
-def coerce_literals(con, rows: pa.Table, targets: Sequence[ColumnSpec], t: int = 0) -> pa.Table:
+def coerce_literals(con, rows: pa.Table, targets: Sequence[ColumnSpec], t: int = 0,
+                    untyped: Sequence[bool] | None = None) -> pa.Table:
     """An ``INSERT ... VALUES``'s text literals cast to their target columns' types (step
-    2), in one DuckDB query on ``con``; other columns as they are.
+    2), in one DuckDB query on ``con``; other columns as they are. ``untyped`` says which
+    columns hold only literals (:func:`colmz.sql.assign.untyped_columns`; default: all): a
+    text column of another one is a text value, converted by assignment (or refused).
 
     >>> from colmz.sql import session
     >>> coerce_literals(session(), pa.table({"d": ["2024-01-02"]}), [ColumnSpec("d", pa.date32())]).schema.types
     [DataType(date32[day])]
     """
-    casts = [(name, duckdb_type(spec.type) if _is_text(col.type) and not _is_text(spec.type) else None)
-             for name, spec, col in zip(rows.column_names, targets, rows.columns)]
+    untyped = [True] * rows.num_columns if untyped is None else untyped
+    casts = [(name, duckdb_type(spec.type) if _is_text(col.type) and not _is_text(spec.type) and literal else None)
+             for name, spec, col, literal in zip(rows.column_names, targets, rows.columns, untyped)]
     if all(c is None for _, c in casts) or rows.num_columns != len(targets):
         return rows
     return _run_over(con, rows, cast_select(VALUES_RELATION, casts), t)
@@ -183,11 +202,12 @@ def _run_over(con, rows: pa.Table, query: str, t: int) -> pa.Table:
 
 
 def insert_rows(con, rows: pa.Table, schema: Sequence[ColumnSpec], columns: Sequence[str] | None,
-                *, literals: bool, what: str, table: str, t: int = 0) -> pa.Table:
+                *, literals: bool | Sequence[bool], what: str, table: str, t: int = 0) -> pa.Table:
     """The rows an ``INSERT INTO table [(columns)]`` writes into a relation of columns
     ``schema``, from its query's result ``rows``: steps 1 to 4 of the module docstring
     (``literals``: the query is a ``VALUES`` list, whose literals take their columns'
-    types). The result has ``schema``'s columns, in order, ``NULL`` in those not written.
+    types; or, per column, whether it holds only literals). The result has ``schema``'s
+    columns, in order, ``NULL`` in those not written.
 
     >>> from colmz.sql import session
     >>> s = (ColumnSpec("a", pa.int32()), ColumnSpec("b", pa.string()))
@@ -198,12 +218,58 @@ def insert_rows(con, rows: pa.Table, schema: Sequence[ColumnSpec], columns: Sequ
     targets, columns = insert_targets(schema, columns, rows.num_columns, what, table)
     if literals:
         # As in PostgreSQL, literals take the type of the column they are written to.
-        rows = coerce_literals(con, rows, targets, t)
+        rows = coerce_literals(con, rows, targets, t, None if literals is True else literals)
     rows = assign(con, rows, targets, what, t)
     if columns is None:
         return rows
     given = dict(zip(columns, rows.columns))
     return pa.table({c.name: given.get(c.name, pa.nulls(rows.num_rows, c.type)) for c in schema})
+
+
+#: A declared ``character varying(n)``: PostgreSQL's spellings, the length captured.
+_VARCHAR_N = re.compile(r"\s*(?:varchar|character\s+varying)\s*\(\s*(\d+)\s*\)\s*", re.IGNORECASE)
+
+
+def varchar_lengths(types: Sequence[str]) -> dict[int, int]:
+    """The position and length ``n`` of each ``varchar(n)`` among a table's declared column
+    types ``types`` (colmz stores them as text: :func:`fit_lengths` is what keeps ``n``).
+
+    >>> varchar_lengths(["int", "VARCHAR(3)", "character varying ( 10 )", "varchar", "text"])
+    {1: 3, 2: 10}
+    """
+    return {i: int(m.group(1)) for i, t in enumerate(types) if (m := _VARCHAR_N.fullmatch(t)) is not None}
+
+
+def fit_lengths(rows: pa.Table, lengths: dict[int, int]) -> pa.Table:
+    """``rows`` (a write's rows, its target's columns in order) as PostgreSQL stores them in
+    ``varchar(n)`` columns (``lengths``: position to ``n``, :func:`varchar_lengths`): a value
+    longer than ``n`` characters is refused with PostgreSQL's ``value too long for type
+    character varying(n)`` (:class:`SQLError`) unless the excess is all spaces, which are cut
+    (its ``varchar`` assignment, ``varchar()`` with ``isExplicit`` false). An explicit cast,
+    ``x::varchar(n)``, truncates inside the query instead.
+
+    >>> fit_lengths(pa.table({"v": ["ab", "abc  ", None]}), {0: 3}).column(0).to_pylist()
+    ['ab', 'abc', None]
+    >>> fit_lengths(pa.table({"v": ["abcd"]}), {0: 3})
+    Traceback (most recent call last):
+    ...
+    colmz.sql.SQLError: value too long for type character varying(3)
+    """
+    import pyarrow.compute as pc
+
+    for i, n in lengths.items():
+        col = rows.column(i) if i < rows.num_columns else None
+        if col is None or not _is_text(col.type):
+            continue
+        long = pc.fill_null(pc.greater(pc.utf8_length(col), n), False)
+        if not pc.any(long).as_py():
+            continue
+        excess = pc.utf8_slice_codeunits(pc.filter(col, long), n)
+        if not pc.all(pc.match_substring_regex(excess, r"^ *$")).as_py():
+            raise SQLError(f"value too long for type character varying({n})")
+        cut = pc.if_else(long, pc.utf8_slice_codeunits(col, 0, n), col)
+        rows = rows.set_column(i, rows.schema.field(i), cut.cast(col.type))
+    return rows
 
 
 def is_jsonb(type_sql: str) -> bool:
@@ -224,6 +290,26 @@ def is_json(type_sql: str) -> bool:
     (True, False)
     """
     return type_sql.strip().upper() == "JSON"
+
+
+def check_json_sources(types: Sequence[pa.DataType], targets: Sequence[tuple[str, str] | None], what: str) -> None:
+    """PostgreSQL's type error of a value of a type other than text (and ``unknown``)
+    written to a ``json``/``jsonb`` column: ``targets`` gives, for each value's type in
+    ``types``, its column's name and type when that is ``json`` or ``jsonb`` (``None``
+    otherwise). PostgreSQL has no assignment cast to them from a number, a boolean or any
+    other type (colmz holds them as text, whose assignment casts would accept one); a text
+    value is :func:`check_jsonb_values`'s to tell apart from a json one.
+
+    >>> check_json_sources([pa.string(), pa.null()], [("j", "jsonb"), ("j", "jsonb")], "INSERT INTO t")
+    >>> check_json_sources([pa.int32()], [("j", "jsonb")], "INSERT INTO t")
+    Traceback (most recent call last):
+    ...
+    colmz.updates.SchemaError: INSERT INTO t: column "j" is of type jsonb but expression is of type integer
+    """
+    for t, target in zip(types, targets):
+        if target is not None and not (_is_text(t) or pa.types.is_string_view(t) or pa.types.is_null(t)):
+            raise SchemaError(f'{what}: column "{target[0]}" is of type {target[1]} but expression is of type '
+                              f"{pg_type_name(t)}")
 
 
 def as_jsonb(rows: pa.Table, columns: Sequence[int], json_columns: Sequence[int] = ()) -> pa.Table:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import pytest
 
 from colmz.sql import (
@@ -171,3 +173,24 @@ def test_parse_reads_a_text_once_and_hands_out_copies():
         parse("DELETE FROM t WHERE k >")
     with pytest.raises(SQLError):  # a text that raises is read again, and raises again
         parse("DELETE FROM t WHERE k >")
+
+
+def test_parse_update_multiple_column_assignments_as_postgresql():
+    # SET (a, b) = (x, y) and = ROW(x, y) are one assignment per column (PostgreSQL's
+    # grammar); their mistakes and duplicate targets raise PostgreSQL's words
+    s, = parse("UPDATE t SET (a, b) = (b + 1, f(a, 2)), c = 3, (d) = ROW(DEFAULT) WHERE a IS DISTINCT FROM b")
+    assert s == UpdateStatement("t", [("a", "b + 1"), ("b", "f(a, 2)"), ("c", "3"), ("d", "DEFAULT")],
+                                "a IS DISTINCT FROM b")
+    s, = parse("UPDATE t SET b = x IS DISTINCT FROM y")  # a FROM of its own is no UPDATE ... FROM
+    assert s.assignments == [("b", "x IS DISTINCT FROM y")]
+    for bad, words in [("UPDATE t SET (a) = (5)", "must be a sub-SELECT or ROW() expression"),
+                       ("UPDATE t SET (a, b) = (1, 2, 3)", "number of columns does not match number of values"),
+                       ("UPDATE t SET a = 1, a = 2", 'multiple assignments to same column "a"'),
+                       ("UPDATE t SET (a, b) = ROW(1, 2), b = 3", 'multiple assignments to same column "b"')]:
+        with pytest.raises(SQLError, match=re.escape(words)):
+            parse(bad)
+    for bad, what in [("UPDATE t SET (a, b) = (SELECT 1, 2)", "sub-SELECT"),
+                      ("UPDATE t SET a = 1 RETURNING a", "UPDATE ... RETURNING"),
+                      ("UPDATE t SET a = u.b FROM u WHERE u.k = t.k", "UPDATE ... FROM")]:
+        with pytest.raises(UnsupportedSQL, match=re.escape(what)):
+            parse(bad)

@@ -4,9 +4,12 @@ continual tasks."""
 from __future__ import annotations
 
 import datetime
+import re
 
 import pyarrow as pa
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import colmz.sql.write as write
 from colmz.order import ColumnSpec
@@ -71,3 +74,44 @@ def test_the_catalog_and_continual_tasks_plan_writes_with_this_module(monkeypatc
     assert len(calls) == 2 and calls[1].startswith("(")  # the task converts inside its own query
     cat.execute("INSERT INTO t VALUES (3, 'x')")
     assert cat.sql("SELECT k, v FROM ct ORDER BY k").to_pylist() == [{"k": 2, "v": "2"}, {"k": 3, "v": "3"}]
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.one_of(st.none(), st.text(alphabet="ab é", max_size=6)), max_size=8), st.integers(0, 4))
+def test_fit_lengths_is_postgresqls_varchar_assignment(values, n):
+    # the naive model: PostgreSQL's varchar(): too long is an error unless the excess is blanks
+    def model(v):
+        if v is None or len(v) <= n:
+            return v
+        if v[n:].strip(" "):
+            raise SQLError(f"value too long for type character varying({n})")
+        return v[:n]
+
+    rows = pa.table({"k": pa.array(range(len(values)), pa.int64()), "v": pa.array(values, pa.string())})
+    try:
+        expected = [model(v) for v in values]
+    except SQLError:
+        with pytest.raises(SQLError, match=rf"value too long for type character varying\({n}\)"):
+            write.fit_lengths(rows, {1: n})
+        return
+    out = write.fit_lengths(rows, {1: n})
+    assert out.column(1).to_pylist() == expected and out.schema == rows.schema
+    assert out.column(0).to_pylist() == list(range(len(values)))
+
+
+def test_varchar_lengths_read_postgresqls_spellings_only():
+    assert write.varchar_lengths(["VarChar(3)", "character  varying(12)", "varchar", "char(3)", "text", "int[]"]) == {
+        0: 3, 1: 12}
+
+
+def test_check_json_sources_refuses_what_postgresql_has_no_assignment_cast_for():
+    targets = [("j", "jsonb"), None, ("k", "json")]
+    write.check_json_sources([pa.string(), pa.int32(), pa.null()], targets, "INSERT INTO t")
+    for t, name in [(pa.int64(), "bigint"), (pa.bool_(), "boolean"), (pa.list_(pa.string()), "text[]")]:
+        with pytest.raises(SchemaError, match=f'column "k" is of type json but expression is of type {re.escape(name)}'):
+            write.check_json_sources([pa.string(), pa.string(), t], targets, "INSERT INTO t")
+
+
+def test_insert_targets_refuse_a_column_named_twice():
+    with pytest.raises(SQLError, match='column "a" specified more than once'):
+        write.insert_targets(SCHEMA, ["a", "b", "a"], 3, "INSERT INTO t", "t")
