@@ -81,7 +81,8 @@ def test_corpus_against_postgres(both):
                                            ("gap_fail", 16), ("mzf_fail", 7), ("mzf2_fail", 8),
                                            ("aggarr_fail", 3), ("err_fail", 10), ("flagg_fail", 9),
                                            ("hunt3_fail", 16), ("wrongt_fail", 15), ("wrongc_fail", 16),
-                                           ("hunt4_fail", 21), ("edges_fail", 19)])
+                                           ("hunt4_fail", 21), ("edges_fail", 19),
+                                           ("bc_fail", 7)])
 def test_errors_are_postgresqls(both, prefix, least):
     # The corpus's jn_fail_* queries (a cast of ->> / #>> text that PostgreSQL refuses),
     # oname_fail_* (an output name where PostgreSQL sees none), tn_fail_* (a text column read
@@ -99,7 +100,8 @@ def test_errors_are_postgresqls(both, prefix, least):
     # range, a date as a time, extract's keyword dec) and hunt4_fail_* (integer overflow under
     # a comparison with a constant, gcd/lcm and lengths as integers, max/min of json and jsonb) too,
     # edges_fail_* (a date or timestamp of year zero, signed or 'inf' with blanks; a quoted name no
-    # type has; an integer's text past its range, the boolean's text) too.
+    # type has; an integer's text past its range, the boolean's text) too, bc_fail_* (make_date
+    # and make_timestamp of year zero, a float sum or variance overflowing in every order) too.
     import psycopg
 
     from colmz.sql import SQLError
