@@ -25,15 +25,22 @@ computes it. The catalog knows the schema of every relation a query reads when i
   makes the result NaN (or infinite) from there on without an error, and a variance of it is
   NaN (DuckDB's variance of one NaN is 0). Which inputs come first is the order PostgreSQL
   reads the rows in, which colmz does not have (its tables are kept sorted, a view's group
-  is recomputed from its arrangement), so the rule is the order-free one PostgreSQL agrees
-  with in every order: such a call is :data:`FLOAT_ACCUM_CHECK` of itself, of the same call
-  (its DISTINCT, FILTER and OVER clause kept) counting the NaN and infinite inputs, of their
-  sum and (but for ``sum``) of ``var_pop`` times the count -- an error where none is NaN or
-  infinite and the sum or the squared deviations are not finite; a variance's NaN where one
-  is. A real argument is left alone (``float4_accum`` widens to a double: its squares cannot
-  overflow; a sum of reals is refused, below). Where PostgreSQL reads a NaN only after the
-  finite values overflowed, it raises and colmz answers NaN: a difference that hangs on the
-  heap order. The aggregate's type (its argument's for ``sum``, ``min``, ``max``; a double
+  is recomputed from its arrangement), and PostgreSQL's answer hangs on it where finite
+  inputs overflow in some order and not in another: a NaN or an infinity read before them
+  (NaN, infinite) or after (the error), or values that cancel (1e308, -1e308, 1e308: 1e308 or
+  the error). So the rule answers what PostgreSQL answers in every order, and refuses by name
+  where orders differ: such a call is :data:`FLOAT_ACCUM_CHECK` of itself, of the same call
+  (its DISTINCT, FILTER and OVER clause kept) counting the NaN and infinite inputs, summing
+  the finite positive and the finite negative inputs (scaled, so neither sum overflows) and
+  (but for ``sum``) of ``var_pop`` of the finite inputs (scaled) times their count -- the
+  error where none is NaN or infinite and their sum or squared deviations are not finite
+  (every order raises: the last prefix is all of them, and the squared deviations of a
+  prefix are at most those of all); the refusal where the positive or the negative sum or
+  the squared deviations are not finite otherwise (the order putting them first raises, one
+  putting a NaN or an infinity first, or alternating signs, does not); a variance's NaN
+  where an input is NaN or infinite. A real argument is left alone (``float4_accum`` widens
+  to a double: its squares cannot overflow; a sum of reals is refused, below). The
+  aggregate's type (its argument's for ``sum``, ``min``, ``max``; a double
   for the others) types arithmetic over it, so ``sum(f) * 1e10``, ``max(f) * 2`` in a HAVING,
   ``sum(f) OVER (...) * 10`` are checked as a float column's arithmetic is. A maintained view
   recomputes such aggregates per affected group by this SQL (a float sum is not kept as a

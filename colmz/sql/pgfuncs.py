@@ -52,6 +52,13 @@ transforms (:mod:`colmz.sql.transforms`): each gives the DuckDB text of one node
   subquery of those rows whose column is named as PostgreSQL names it
   (:func:`colmz.sql.jsonb.from_rows`; ``WITH ORDINALITY`` refused); inside
   ``CASE``/``coalesce()`` refused.
+* Years BC (PostgreSQL and DuckDB keep the same astronomical year: 0 is 1 BC): the text of a
+  date, timestamp or timestamptz puts ``BC`` at the end (:data:`DATETIME_TEXT`:
+  ``0044-03-15 12:00:00+00 BC``, DuckDB's ``0044-03-15 (BC) 12:00:00+00``); ``extract`` and
+  ``date_part`` of the year, decade, century, millennium and ISO year count as PostgreSQL's
+  (no year 0: 1 BC is -1; :func:`year_part`); ``date_trunc('decade', ...)`` of a year BC
+  starts a year earlier (:data:`TRUNC_DECADE`); ``make_date``, ``make_timestamp`` and
+  ``make_timestamptz`` read a negative year as that year BC, year 0 as PostgreSQL's error.
 * ``date_part`` is a double precision, seconds and milliseconds with their fraction (a unit
   that is not a literal is refused); ``pg_size_pretty(bigint)`` (:func:`pg_size_pretty`);
   ``sha224`` ... ``sha512`` of bytea are bytea; ``get_byte`` (:func:`get_byte`),
@@ -84,6 +91,7 @@ __all__ = [
     "ARRAY_CAT",
     "ARRAY_TO_STRING_NULL",
     "CALLS",
+    "DATETIME_TEXT",
     "ERROR_MESSAGES",
     "FUNCTIONS",
     "INTERVAL_DIV",
@@ -96,6 +104,8 @@ __all__ = [
     "NULL_FUNCTIONS",
     "OPERATORS",
     "PG_KEYWORDS",
+    "TEXT_ELEMENTS",
+    "TRUNC_DECADE",
     "TYPED_MACROS",
     "convert_from",
     "date_bin",
@@ -119,6 +129,7 @@ __all__ = [
     "regexp_split",
     "string_to_array_null",
     "to_char",
+    "year_part",
 ]
 
 P = RESERVED_PREFIX

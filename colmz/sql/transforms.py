@@ -20,7 +20,8 @@ node's span (as sqlglot's dialects map an expression class to its rendering):
   (:data:`CALL_MACROS`), a third argument of ``array_to_string``/``string_to_array`` is
   :mod:`colmz.sql.pgfuncs`' form, as are ``to_char``, ``date_bin``, ``justify_*``,
   ``quote_*``, ``regexp_matches``, ``regexp_split_*``, ``date_part``, ``generate_subscripts``,
-  the bytea functions, ``interval / number``, ``time - time`` and ``interval::time`` (a call
+  ``make_date``/``make_timestamp[tz]``, ``extract``'s year units and ``date_trunc``'s decade
+  of a year BC, the bytea functions, ``interval / number``, ``time - time`` and ``interval::time`` (a call
   in ``FROM`` spans its name to its ``)``); refused is
   ``date_trunc`` to centuries or millennia (a unit that is not a literal when the query runs:
   :data:`DATE_TRUNC_UNIT`). ``extract``/``date_trunc`` of a unit the value's type lacks
