@@ -2602,4 +2602,76 @@ QUERIES = [
     # FETCH ... WITH TIES however written: refused by name (DuckDB's grammar has none)
     ('hunt5_fetch_next_with_ties', 'SELECT id FROM orders ORDER BY amount OFFSET 1 ROWS FETCH NEXT 1 ROWS WITH TIES'),
     ('hunt5_fetch_with_ties_lower', 'SELECT id FROM orders ORDER BY amount fetch first 1 rows with ties'),
+    # --- dates and timestamps BC (PostgreSQL's text puts BC at the end: 0044-03-15 BC,
+    # 0044-03-15 12:00:00 BC, ... 12:00:00+00 BC; DuckDB's is 0044-03-15 (BC) ...), and their
+    # year as a number (PostgreSQL has no year 0: 1 BC is -1); BC input refused by name
+    ('bc_date_text', "SELECT id, (joined - 740000)::text AS a FROM people ORDER BY id"),
+    ('bc_timestamp_text', "SELECT id, (ts - interval '2100 years')::text AS a FROM orders ORDER BY id"),
+    ('bc_timestamptz_text', "SELECT id, (ts - interval '2100 years')::timestamptz::text AS a FROM orders ORDER BY id"),
+    ('bc_concat', "SELECT id, 'on ' || (joined - 740000) AS a, concat(joined - 740000, '/', joined) AS b, "
+     "concat_ws(' ', name, joined - 740000) AS c FROM people ORDER BY id"),
+    ('bc_string_agg', "SELECT string_agg((joined - 740000)::text, ', ' ORDER BY id) AS a FROM people"),
+    ('bc_array_to_string', "SELECT array_to_string(array_agg(joined - 740000 ORDER BY id), ',') AS a, "
+     "array_to_string(array_agg(joined - 740000 ORDER BY id), ',', '-') AS b FROM people"),
+    ('bc_array_to_string_ts', "SELECT array_to_string(array_agg(ts - interval '2100 years' ORDER BY id), ';') AS a FROM orders"),
+    ('bc_varchar_n', "SELECT orders.id, (joined - 740000)::varchar(13) AS a, CAST(ts - interval '2100 years' AS varchar) AS b "
+     "FROM people JOIN orders ON orders.person_id = people.id ORDER BY orders.id"),
+    ('bc_like', "SELECT id FROM people WHERE (joined - 740000 * (id % 2))::text LIKE '%BC' ORDER BY id"),
+    ('bc_to_char', "SELECT id, to_char(joined - 740000, 'YYYY-MM-DD BC Y,YYY CC') AS a FROM people ORDER BY id"),
+    ('bc_to_jsonb', "SELECT id, to_jsonb(joined - 740000) AS a FROM people ORDER BY id"),
+    ('bc_jsonb_build', "SELECT jsonb_build_object('ides', make_date(-44, 3, 15), 'n', 1) AS a"),
+    ('bc_jsonb_agg', "SELECT jsonb_agg(joined - 740000 ORDER BY id) AS a FROM people"),
+    ('bc_min_max_text', "SELECT min(joined - 740000)::text AS a, max(joined - 740000)::text AS b FROM people"),
+    ('bc_extract_date', "SELECT id, extract(year FROM d) AS y, extract(decade FROM d) AS de, extract(century FROM d) AS c, "
+     "extract(millennium FROM d) AS m, extract(isoyear FROM d) AS iy FROM (SELECT id, joined - 740000 AS d FROM people) s "
+     "ORDER BY id"),
+    ('bc_extract_one_bc', "SELECT extract(year FROM d) AS y, extract(decade FROM d) AS de, extract(century FROM d) AS c, "
+     "extract(millennium FROM d) AS m FROM (SELECT DATE '0001-01-01' - 1 AS d) s"),
+    ('bc_date_part_timestamp', "SELECT id, date_part('year', t) AS y, date_part('decade', t) AS de, date_part('century', t) "
+     "AS c, date_part('millennium', t::timestamptz) AS m FROM (SELECT id, ts - interval '2100 years' AS t FROM orders) s "
+     "ORDER BY id"),
+    ('bc_extract_interval', "SELECT extract(year FROM interval '-3 years') AS a, extract(decade FROM interval '-33 years') "
+     "AS b, extract(century FROM interval '-330 years') AS c, date_part('year', interval '-1 year') AS d"),
+    ('bc_date_trunc_decade', "SELECT id, date_trunc('decade', ts - interval '2050 years')::text AS a, "
+     "date_trunc('decade', (ts - interval '2024 years')::timestamptz)::text AS b FROM orders ORDER BY id"),
+    ('bc_date_trunc_decade_date', "SELECT id, date_trunc('decade', joined - 740000)::text AS a, "
+     "date_trunc('year', joined - 740000)::text AS b FROM people ORDER BY id"),
+    ('bc_age', "SELECT id, age(ts, ts - interval '2100 years 3 days')::text AS a, "
+     "age(ts - interval '2100 years', ts - interval '2000 years')::text AS b FROM orders ORDER BY id"),
+    ('bc_order', "SELECT id, (joined - 740000 * (id % 2))::text AS d FROM people ORDER BY joined - 740000 * (id % 2) DESC, id"),
+    ('bc_compare', "SELECT id FROM people WHERE joined - 740000 < make_date(-1, 1, 1) ORDER BY id"),
+    ('bc_make_date', "SELECT make_date(-44, 3, 15)::text AS a, make_timestamp(-1, 12, 31, 23, 59, 59.5)::text AS b, "
+     "make_timestamptz(-44, 3, 15, 12, 0, 0)::text AS c, make_date(-1, 1, 1) - make_date(1, 1, 1) AS d"),
+    ('bc_make_date_extract', "SELECT extract(year FROM make_date(-44, 3, 15)) AS a, "
+     "extract(year FROM make_timestamptz(-44, 3, 15, 12, 0, 0)) AS b"),
+    ('bc_input_date_bc', "SELECT '0044-03-15 BC'::date::text AS a"),
+    ('bc_input_timestamp_bc', "SELECT (TIMESTAMP '0044-03-15 12:00:00 BC')::text AS a"),
+    ('bc_input_short_year', "SELECT '1-01-01'::date::text AS a"),
+    ('bc_input_three_digit_year', "SELECT '001-01-01'::date::text AS a, '0044-03-15'::date::text AS b"),
+    ('bc_fail_make_date_zero', "SELECT make_date(0, 3, 15) AS a"),
+    ('bc_fail_make_timestamp_zero', "SELECT make_timestamp(0, 12, 1, 0, 0, 0) AS a"),
+    ('bc_fail_make_timestamptz_zero', "SELECT make_timestamptz(0, 1, 5, 0, 0, 0) AS a"),
+    ('bc_fail_date_year_zero', "SELECT '0000-12-31'::date AS a"),
+    # sum, avg and variances of doubles where an overflow meets an infinity or a NaN: PostgreSQL's
+    # answer where every order of the rows gives it; refused where it hangs on the order
+    ('bc_float_inf_nan', "SELECT sum(f) AS a, avg(f) AS b, var_pop(f) AS c FROM (VALUES ('Infinity'::float8), "
+     "(1::float8), ('NaN'::float8)) v(f)"),
+    ('bc_float_inf_finite', "SELECT sum(f) AS a, avg(f) AS b, stddev(f) AS c FROM (VALUES (1e307::float8), "
+     "('-Infinity'::float8), (1e307::float8)) v(f)"),
+    ('bc_float_opposite_infinities', "SELECT k, sum(f) AS a, avg(f) AS b FROM (VALUES (1, 'Infinity'::float8), "
+     "(1, '-Infinity'::float8), (2, 'Infinity'::float8), (2, 5::float8)) v(k, f) GROUP BY k ORDER BY k"),
+    ('bc_float_window_inf', "SELECT k, sum(f) OVER (PARTITION BY k) AS a FROM (VALUES (1, 'Infinity'::float8), "
+     "(1, 1e300::float8), (2, 'NaN'::float8), (2, -1e300::float8)) v(k, f) ORDER BY k, a"),
+    ('bc_float_overflow_then_nan', "SELECT sum(f) AS a FROM (VALUES (1e308::float8), (1e308::float8), "
+     "('NaN'::float8)) v(f)"),
+    ('bc_float_nan_then_overflow', "SELECT sum(f) AS a FROM (VALUES ('NaN'::float8), (1e308::float8), "
+     "(1e308::float8)) v(f)"),
+    ('bc_float_overflow_cancels', "SELECT sum(f) AS a FROM (VALUES (1e308::float8), (-1e308::float8), "
+     "(1e308::float8)) v(f)"),
+    ('bc_float_avg_overflow_then_inf', "SELECT avg(f) AS a FROM (VALUES (1e308::float8), (-1e308::float8), "
+     "('-Infinity'::float8)) v(f)"),
+    ('bc_fail_float_sum_overflow', "SELECT sum(f) AS a FROM (VALUES (1e308::float8), (1e308::float8)) v(f)"),
+    ('bc_fail_float_avg_overflow', "SELECT avg(f) AS a FROM (VALUES (1e308::float8), (1::float8)) v(f)"),
+    ('bc_fail_float_variance_overflow', "SELECT k, var_samp(f) AS a FROM (VALUES (1, 1e200::float8), (1, -1e200::float8), "
+     "(2, 1::float8)) v(k, f) GROUP BY k"),
 ]

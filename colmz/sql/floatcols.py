@@ -25,15 +25,22 @@ computes it. The catalog knows the schema of every relation a query reads when i
   makes the result NaN (or infinite) from there on without an error, and a variance of it is
   NaN (DuckDB's variance of one NaN is 0). Which inputs come first is the order PostgreSQL
   reads the rows in, which colmz does not have (its tables are kept sorted, a view's group
-  is recomputed from its arrangement), so the rule is the order-free one PostgreSQL agrees
-  with in every order: such a call is :data:`FLOAT_ACCUM_CHECK` of itself, of the same call
-  (its DISTINCT, FILTER and OVER clause kept) counting the NaN and infinite inputs, of their
-  sum and (but for ``sum``) of ``var_pop`` times the count -- an error where none is NaN or
-  infinite and the sum or the squared deviations are not finite; a variance's NaN where one
-  is. A real argument is left alone (``float4_accum`` widens to a double: its squares cannot
-  overflow; a sum of reals is refused, below). Where PostgreSQL reads a NaN only after the
-  finite values overflowed, it raises and colmz answers NaN: a difference that hangs on the
-  heap order. The aggregate's type (its argument's for ``sum``, ``min``, ``max``; a double
+  is recomputed from its arrangement), and PostgreSQL's answer hangs on it where finite
+  inputs overflow in some order and not in another: a NaN or an infinity read before them
+  (NaN, infinite) or after (the error), or values that cancel (1e308, -1e308, 1e308: 1e308 or
+  the error). So the rule answers what PostgreSQL answers in every order, and refuses by name
+  where orders differ: such a call is :data:`FLOAT_ACCUM_CHECK` of itself, of the same call
+  (its DISTINCT, FILTER and OVER clause kept) counting the NaN and infinite inputs, summing
+  the finite positive and the finite negative inputs (scaled, so neither sum overflows) and
+  (but for ``sum``) of ``var_pop`` of the finite inputs (scaled) times their count -- the
+  error where none is NaN or infinite and their sum or squared deviations are not finite
+  (every order raises: the last prefix is all of them, and the squared deviations of a
+  prefix are at most those of all); the refusal where the positive or the negative sum or
+  the squared deviations are not finite otherwise (the order putting them first raises, one
+  putting a NaN or an infinity first, or alternating signs, does not); a variance's NaN
+  where an input is NaN or infinite. A real argument is left alone (``float4_accum`` widens
+  to a double: its squares cannot overflow; a sum of reals is refused, below). The
+  aggregate's type (its argument's for ``sum``, ``min``, ``max``; a double
   for the others) types arithmetic over it, so ``sum(f) * 1e10``, ``max(f) * 2`` in a HAVING,
   ``sum(f) OVER (...) * 10`` are checked as a float column's arithmetic is. A maintained view
   recomputes such aggregates per affected group by this SQL (a float sum is not kept as a
@@ -121,18 +128,38 @@ from colmz.sql.typing_pass import (
 
 __all__ = ["FLOAT_ACCUM_CHECK", "FLOAT_COLUMN_MACROS", "FLOAT_DIV", "FLOAT_WORD", "float_edits"]
 
-#: The overflow check of an aggregate of doubles, ``(result, non-finite inputs, sum, sum of
-#: squared deviations, spread)``: PostgreSQL's error where no input is NaN or infinite and
-#: the sum or the squared deviations are not finite; a variance or standard deviation
-#: (``spread``) of a NaN or an infinity is NaN (float8_accum's sum of squares is NaN from
-#: there on; DuckDB's variance of one NaN is 0). See the module docstring.
+#: The overflow check of an aggregate of doubles, ``(result, non-finite inputs, sum of the
+#: finite positive inputs, of the finite negative ones, squared deviations of the finite
+#: inputs, spread)``, the sums scaled by :data:`_SUM_SCALE` and the squared deviations by
+#: :data:`_SQUARES_SCALE` squared (so none of them overflows here): PostgreSQL's error where
+#: its every order of the rows raises (no input is NaN or infinite, and the sum or the squared
+#: deviations of all of them are not finite); the refusal where some order raises and another
+#: does not (the positive or the negative inputs' sum, or the squared deviations, are not
+#: finite, and a NaN or an infinity may come first or the inputs may cancel); a variance or
+#: standard deviation (``spread``) of a NaN or an infinity is NaN (float8_accum's sum of
+#: squares is NaN from there on; DuckDB's variance of one NaN is 0). See the module docstring.
 FLOAT_ACCUM_CHECK = RESERVED_PREFIX + "float_accum_check"
+
+#: The scale of the sums :data:`FLOAT_ACCUM_CHECK` reads (a power of two: exact), and the
+#: scaled sum past which the sum is not finite (the largest double, scaled).
+_SUM_SCALE, _SUM_LIMIT = 2.0**-1000, float.fromhex("0x1.fffffffffffffp+1023") * 2.0**-1000
+#: The scale of the inputs whose squared deviations :data:`FLOAT_ACCUM_CHECK` reads (their
+#: squares then stay far from overflow), and the scaled squared deviations past which they
+#: are not finite (2**1024 scaled).
+_SQUARES_SCALE, _SQUARES_LIMIT = 2.0**-600, 2.0**-176
+_ORDER_REFUSAL = ("a sum, avg or variance of double precision values that overflows in some order of the rows and "
+                  "not in another (its positive or negative values, or its squared deviations, are not finite) is "
+                  "not supported by colmz: PostgreSQL raises or answers by the order it reads the rows in, which "
+                  "colmz does not keep")
 
 #: The macros the rules call, defined on every colmz connection (:func:`colmz.sql.connect`).
 FLOAT_COLUMN_MACROS = (
     f"CREATE OR REPLACE MACRO {FLOAT_DIV}(x, y) AS CASE WHEN isnan(x) AND y = 0 THEN x ELSE x / y END",
-    f"CREATE OR REPLACE MACRO {FLOAT_ACCUM_CHECK}(r, nonfinite, s, q, spread) AS CASE WHEN nonfinite = 0 AND "
-    "NOT (isfinite(s) AND isfinite(q)) THEN error('value out of range: overflow') "
+    f"CREATE OR REPLACE MACRO {FLOAT_ACCUM_CHECK}(r, nonfinite, pos, neg, q, spread) AS CASE WHEN nonfinite = 0 "
+    f"AND (abs(coalesce(pos, 0) + coalesce(neg, 0)) > {_SUM_LIMIT!r} OR q >= {_SQUARES_LIMIT!r}) "
+    "THEN error('value out of range: overflow') "
+    f"WHEN coalesce(pos, 0) > {_SUM_LIMIT!r} OR coalesce(neg, 0) < {-_SUM_LIMIT!r} OR q >= {_SQUARES_LIMIT!r} "
+    f"THEN error('{_ORDER_REFUSAL}') "
     "WHEN spread AND nonfinite > 0 AND r IS NOT NULL THEN CAST('NaN' AS DOUBLE) ELSE r END",
 )
 
@@ -407,12 +434,15 @@ class _Rules(Typer):
         result = of(e.name[0], x)
         nonfinite = of("count", f"CASE WHEN isfinite({x}) THEN NULL ELSE {x} END")
         name = e.name[0].lower()
-        total = result if name == "sum" else of("sum", x)
-        squares = "0" if name == "sum" else f"{of('var_pop', x)} * {of('count', x)}"
+        pos, neg = (of("sum", f"CASE WHEN {x} {op} 0 AND isfinite({x}) THEN {x} * {_SUM_SCALE!r} END")
+                    for op in (">", "<"))
+        finite = f"CASE WHEN isfinite({x}) THEN {x} END"
+        squares = "NULL" if name == "sum" else (
+            f"{of('var_pop', f'CASE WHEN isfinite({x}) THEN {x} * {_SQUARES_SCALE!r} END')} * {of('count', finite)}")
         spread = "false" if name in ("sum", "avg") else "true"
         # (kept for a check around it repeating it as an operand: its value, a variance's NaN)
         out = self.rendered[(e.start, e.end)] = \
-            f"{FLOAT_ACCUM_CHECK}({result}, {nonfinite}, {total}, {squares}, {spread})"
+            f"{FLOAT_ACCUM_CHECK}({result}, {nonfinite}, {pos}, {neg}, {squares}, {spread})"
         return out
 
     def double_call(self, e: Expression, texts: dict[int, str]) -> str | None:

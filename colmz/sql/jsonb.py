@@ -654,7 +654,7 @@ MACROS = (
     "WHEN typeof(x) = 'BOOLEAN' THEN CAST(x AS VARCHAR) "
     f"WHEN typeof(x) = 'DOUBLE' THEN {JSONB_FLOAT8}(TRY_CAST(x AS DOUBLE)) "
     f"WHEN typeof(x) = 'FLOAT' THEN {JSONB_FLOAT4}(TRY_CAST(x AS FLOAT)) "
-    "WHEN typeof(x) = 'DATE' THEN '\"' || CAST(x AS VARCHAR) || '\"' "
+    "WHEN typeof(x) = 'DATE' THEN '\"' || regexp_replace(CAST(x AS VARCHAR), ' \\(BC\\)$', ' BC') || '\"' "
     "WHEN typeof(x) = 'VARCHAR' THEN error('a text value (or a jsonb column: colmz keeps those as text) "
     "turned into jsonb is not supported by colmz: cast it, x::text or x::jsonb') "
     "ELSE error('a value of type ' || typeof(x) || ' turned into jsonb is not supported by colmz') END",

@@ -52,6 +52,13 @@ transforms (:mod:`colmz.sql.transforms`): each gives the DuckDB text of one node
   subquery of those rows whose column is named as PostgreSQL names it
   (:func:`colmz.sql.jsonb.from_rows`; ``WITH ORDINALITY`` refused); inside
   ``CASE``/``coalesce()`` refused.
+* Years BC (PostgreSQL and DuckDB keep the same astronomical year: 0 is 1 BC): the text of a
+  date, timestamp or timestamptz puts ``BC`` at the end (:data:`DATETIME_TEXT`:
+  ``0044-03-15 12:00:00+00 BC``, DuckDB's ``0044-03-15 (BC) 12:00:00+00``); ``extract`` and
+  ``date_part`` of the year, decade, century, millennium and ISO year count as PostgreSQL's
+  (no year 0: 1 BC is -1; :func:`year_part`); ``date_trunc('decade', ...)`` of a year BC
+  starts a year earlier (:data:`TRUNC_DECADE`); ``make_date``, ``make_timestamp`` and
+  ``make_timestamptz`` read a negative year as that year BC, year 0 as PostgreSQL's error.
 * ``date_part`` is a double precision, seconds and milliseconds with their fraction (a unit
   that is not a literal is refused); ``pg_size_pretty(bigint)`` (:func:`pg_size_pretty`);
   ``sha224`` ... ``sha512`` of bytea are bytea; ``get_byte`` (:func:`get_byte`),
@@ -84,6 +91,7 @@ __all__ = [
     "ARRAY_CAT",
     "ARRAY_TO_STRING_NULL",
     "CALLS",
+    "DATETIME_TEXT",
     "ERROR_MESSAGES",
     "FUNCTIONS",
     "INTERVAL_DIV",
@@ -96,6 +104,8 @@ __all__ = [
     "NULL_FUNCTIONS",
     "OPERATORS",
     "PG_KEYWORDS",
+    "TEXT_ELEMENTS",
+    "TRUNC_DECADE",
     "TYPED_MACROS",
     "convert_from",
     "date_bin",
@@ -119,6 +129,7 @@ __all__ = [
     "regexp_split",
     "string_to_array_null",
     "to_char",
+    "year_part",
 ]
 
 P = RESERVED_PREFIX
@@ -1284,6 +1295,103 @@ TYPED_MACROS = (
      + f"(x) AS CAST(error('{_QUOTE_REFUSAL}') AS VARCHAR)",
      f"CREATE OR REPLACE MACRO {QUOTE_LITERAL}(x) AS {_QUOTE_LITERAL_TEXT}(CAST(x AS VARCHAR))"),
 )
+# ----------------------------------------------------------------------------- years BC
+# PostgreSQL and DuckDB keep a date's year alike (astronomical: 0 is 1 BC, -43 is 44 BC, as
+# PostgreSQL's tm_year), so their arithmetic, order and age() agree; they differ where the
+# year is read or written as text or as a number.
+
+#: PostgreSQL's text of a date, timestamp or timestamptz (``date_out``, ``timestamp_out``):
+#: DuckDB's text with its `` (BC)`` after the date moved to the end as `` BC``
+#: (``0044-03-12 12:30:00 BC``, ``0001-12-31 00:00:00+00 BC``); of other types DuckDB's text.
+DATETIME_TEXT = P + "datetime_text"
+_DATETIMES = ("DATE", "TIMESTAMP", "TIMESTAMP WITH TIME ZONE")
+#: The list types whose elements ``array_to_string`` prints by PostgreSQL's text of each
+#: (:data:`colmz.sql.translate.ANY_TEXT`: a float's shortest digits, a date's year BC), as
+#: SQL's tuple of DuckDB's names.
+TEXT_ELEMENTS = f"({', '.join(repr(t + '[]') for t in ('DOUBLE', 'FLOAT', *_DATETIMES))})"
+
+#: extract's (and date_part's) units of the year, by their spellings (PostgreSQL's and
+#: DuckDB's): their macro, PostgreSQL's count where the year is 1 BC or earlier (``y`` the
+#: astronomical year, DuckDB's) -- ``timestamp_part``'s: a year has no zero (1 BC is -1),
+#: a decade is ``-((8 - (y - 1)) / 10)``, a century ``-((99 - (y - 1)) / 100)``, a millennium
+#: ``-((999 - (y - 1)) / 1000)``; an ISO year of 0 or less one less. DuckDB's own where the
+#: year is later, and of an interval (whose years are a count, not a calendar's).
+_YEAR_PARTS = {
+    "year": ("year", "y > 0", "y - 1"), "decade": ("year", "y >= 0", "-((8 - (y - 1)) // 10)"),
+    "century": ("year", "y > 0", "-((99 - (y - 1)) // 100)"),
+    "millennium": ("year", "y > 0", "-((999 - (y - 1)) // 1000)"), "isoyear": ("isoyear", "y > 0", "y - 1"),
+}
+_YEAR_UNITS = {**dict.fromkeys(("year", "years", "y", "yr", "yrs"), "year"),
+               **dict.fromkeys(("decade", "decades", "dec", "decs"), "decade"),
+               **dict.fromkeys(("century", "centuries", "cent", "c"), "century"),
+               **dict.fromkeys(("millennium", "millennia", "millenium", "millenniums", "mil", "mils"), "millennium"),
+               "isoyear": "isoyear"}
+_YEAR_PART = {kind: P + "bc_" + kind for kind in _YEAR_PARTS}
+
+#: ``date_trunc('decade', x)`` (``timestamp_trunc``): PostgreSQL's decade of a year 1 BC or
+#: earlier is ``-((8 - (y - 1)) / 10) * 10`` (44 BC's is 51 BC), DuckDB's rounds toward zero.
+TRUNC_DECADE = P + "trunc_decade"
+#: The year ``make_date``, ``make_timestamp`` and ``make_timestamptz`` read: a negative year
+#: is that year BC (-44 is 44 BC, DuckDB's -43), zero PostgreSQL's range error.
+_MAKE_YEAR, _MAKE_YEAR_TZ = P + "make_year", P + "make_year_tz"  # (DuckDB's timestamptz reads -44 as 44 BC)
+_MAKE_FUNCTIONS = ("make_date", "make_timestamp", "make_timestamptz")
+
+
+def year_part(unit: str, x: str) -> str | None:
+    """The DuckDB text of PostgreSQL's ``extract(unit FROM x)`` (a ``BIGINT``, as DuckDB's
+    ``date_part``) when ``unit`` is one of the year's (year, decade, century, millennium,
+    ISO year, in any of their spellings), else None: of a date or timestamp 1 BC or earlier
+    PostgreSQL's count (a year has no zero), else DuckDB's.
+
+    >>> from colmz.sql import connect
+    >>> connect().sql("SELECT " + year_part("year", "DATE '0001-01-01' - 1") + ", "
+    ...               + year_part("century", "DATE '0001-01-01' - 16000")).fetchall()
+    [(-1, -1)]
+    >>> year_part("month", "x") is None
+    True
+    """
+    kind = _YEAR_UNITS.get(unit)
+    return None if kind is None else f"{_YEAR_PART[kind]}({x})"
+
+
+def _make_call(c):
+    # make_date(y, m, d), make_timestamp(y, ...): the year as PostgreSQL reads it
+    if not c.plain or len(c.arguments) < 3:
+        return None
+    y, m, d = c.args[:3]
+    year = _MAKE_YEAR_TZ if c.name == "make_timestamptz" else _MAKE_YEAR
+    return f"{c.name}({', '.join((f'{year}({y}, {m}, {d})', *c.args[1:]))})"
+
+
+def _utc_part(part: str) -> str:
+    # DuckDB's ``part`` of the macro's argument x read as a timestamp (a timestamptz at UTC)
+    return f"date_part('{part}', TRY_CAST(x AS TIMESTAMP))"
+
+
+def _two_digits(n: str) -> str:
+    # C's %02d of the integer n
+    return f"CASE WHEN {n} BETWEEN 0 AND 9 THEN '0' ELSE '' END || CAST({n} AS VARCHAR)"
+
+
+_BC_MACROS = (
+    f"CREATE OR REPLACE MACRO {DATETIME_TEXT}(x) AS CASE WHEN typeof(x) IN ({', '.join(map(repr, _DATETIMES))}) "
+    "THEN regexp_replace(CAST(x AS VARCHAR), ' \\(BC\\)(.*)$', '\\1 BC') ELSE CAST(x AS VARCHAR) END",
+    # (the year read of x as a timestamp at UTC, colmz's zone: DuckDB's of a timestamptz is
+    # the year of its era, 44 for 44 BC)
+    *(f"CREATE OR REPLACE MACRO {_YEAR_PART[kind]}(x) AS CASE WHEN typeof(x) = 'INTERVAL' OR coalesce("
+      f"{test.replace('y', _utc_part(part))}, true) THEN date_part({kind!r}, x) "
+      f"ELSE CAST({bc.replace('y', _utc_part(part))} AS BIGINT) END"
+      for kind, (part, test, bc) in _YEAR_PARTS.items()),
+    f"CREATE OR REPLACE MACRO {TRUNC_DECADE}(x) AS CASE WHEN typeof(x) = 'INTERVAL' OR coalesce("
+    f"{_utc_part('year')} > 0, true) THEN date_trunc('decade', x) ELSE date_trunc('year', x) - to_years(CAST("
+    f"{_utc_part('year')} + ((8 - ({_utc_part('year')} - 1)) // 10) * 10 AS INTEGER)) END",
+    f"CREATE OR REPLACE MACRO {_MAKE_YEAR}(y, m, d) AS CASE WHEN y < 0 THEN y + 1 WHEN y = 0 THEN "
+    f"error('date field value out of range: 0-' || {_two_digits('m')} || '-' || {_two_digits('d')}) ELSE y END",
+    f"CREATE OR REPLACE MACRO {_MAKE_YEAR_TZ}(y, m, d) AS CASE WHEN y = 0 THEN "
+    f"error('date field value out of range: 0-' || {_two_digits('m')} || '-' || {_two_digits('d')}) ELSE y END",
+)
+
+
 _ARRAY_DIMS = P + "array_dims"  # (colmz.sql.translate's number of dimensions of an array)
 _ARRAY_TO_STRING = P + "array_to_string"  # (colmz.sql.transforms' two-argument form)
 _NUMERIC_ELEMENTS = ("array_to_string() of numeric elements is not supported by colmz (PostgreSQL prints "
@@ -1313,9 +1421,10 @@ MACROS = (
     f"CREATE OR REPLACE MACRO {ARRAY_TO_STRING_NULL}(a, d, n) AS CASE WHEN n IS NULL THEN "
     f"{_ARRAY_TO_STRING}(a, d) WHEN typeof(a) = 'BOOLEAN[]' THEN "
     "array_to_string([coalesce(left(CAST(x AS VARCHAR), 1), n) FOR x IN a], d) "
-    f"WHEN typeof(a) IN ('DOUBLE[]', 'FLOAT[]') THEN array_to_string([coalesce({P}text(x), n) FOR x IN a], d) "
+    f"WHEN typeof(a) IN {TEXT_ELEMENTS} THEN array_to_string([coalesce({P}text(x), n) FOR x IN a], d) "
     f"WHEN typeof(a) LIKE 'DECIMAL%' THEN error('{_NUMERIC_ELEMENTS}') "
     "ELSE array_to_string([coalesce(CAST(x AS VARCHAR), n) FOR x IN a], d) END",
+    *_BC_MACROS,
 )
 
 
@@ -1427,7 +1536,8 @@ _FRACTION_UNITS = {**dict.fromkeys(("second", "seconds", "s", "sec", "secs"), "1
 def date_part(c):
     """PostgreSQL's ``date_part(unit, x)`` (a rule of :data:`colmz.sql.transforms.CALLS`, which
     checks the zone's units first): a double precision, seconds and milliseconds with their
-    fraction; a unit that is not a literal is refused (its kind is not known here)."""
+    fraction, the year's units of a year BC as PostgreSQL counts them (:func:`year_part`); a
+    unit that is not a literal is refused (its kind is not known here)."""
     if not c.plain or len(c.arguments) != 2:
         return None
     unit = c.arguments[0].literal
@@ -1436,7 +1546,9 @@ def date_part(c):
     divisor = _FRACTION_UNITS.get(unit.text.lower())
     if divisor is not None:
         return f"CAST(date_part('microsecond', {c.args[1]}) / {divisor} AS DOUBLE)"
-    return f"CAST(date_part({c.args[0]}, {c.args[1]}) AS DOUBLE)"
+    return f"CAST({year_part(unit.text.lower(), c.args[1]) or f'date_part({c.args[0]}, {c.args[1]})'} AS DOUBLE)"
+
+
 
 
 def _bytea_call(name: str, arity: tuple[int, ...]):
@@ -1482,6 +1594,7 @@ CALLS = {
     "array_cat": _call(ARRAY_CAT, (2,)),
     "to_char": _call(TO_CHAR, (2,)),
     "date_bin": _call(DATE_BIN, (3,)),
+    **dict.fromkeys(_MAKE_FUNCTIONS, _make_call),
     **{f: _call(m, (1,)) for f, m in JUSTIFY.items()},
     "encode": _encode, "decode": _call(DECODE, (2,)), "length": _length,
     "char_length": _call(LENGTH, (1,)), "character_length": _call(LENGTH, (1,)),

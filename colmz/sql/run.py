@@ -234,7 +234,7 @@ _ERRORS = (
                 r"|value out of range: (?:overflow|underflow)|cannot take square root of a negative number"
                 r"|cannot take logarithm of (?:zero|a negative number)|zero raised to a negative power is undefined"
                 r"|a negative number raised to a non-integer power yields a complex result"
-                r"|negative substring length not allowed|unit \"\w+\" not (?:supported|recognized) for type [\w ]+"
+                r"|negative substring length not allowed|date field value out of range: 0-[-\d]+|unit \"\w+\" not (?:supported|recognized) for type [\w ]+"
                 r"|cannot cast type [\w ]+ to [\w ]+|(?:smallint|integer|bigint) out of range"
                 r"|function \w+\(smallint, smallint\) is not unique"
                 r"|\"-?[\d.]+\" is out of range for type (?:real|double precision)|"

@@ -20,7 +20,8 @@ node's span (as sqlglot's dialects map an expression class to its rendering):
   (:data:`CALL_MACROS`), a third argument of ``array_to_string``/``string_to_array`` is
   :mod:`colmz.sql.pgfuncs`' form, as are ``to_char``, ``date_bin``, ``justify_*``,
   ``quote_*``, ``regexp_matches``, ``regexp_split_*``, ``date_part``, ``generate_subscripts``,
-  the bytea functions, ``interval / number``, ``time - time`` and ``interval::time`` (a call
+  ``make_date``/``make_timestamp[tz]``, ``extract``'s year units and ``date_trunc``'s decade
+  of a year BC, the bytea functions, ``interval / number``, ``time - time`` and ``interval::time`` (a call
   in ``FROM`` spans its name to its ``)``); refused is
   ``date_trunc`` to centuries or millennia (a unit that is not a literal when the query runs:
   :data:`DATE_TRUNC_UNIT`). ``extract``/``date_trunc`` of a unit the value's type lacks
@@ -366,7 +367,8 @@ def _extract(c: Call) -> str | None:
     # PostgreSQL's seconds and milliseconds keep their fraction; DuckDB's are whole.
     if u in _SECOND_UNITS or u in _MILLI_UNITS:
         return f"(date_part('microsecond', {x}) / {'1000000.0' if u in _SECOND_UNITS else '1000.0'})"
-    return f"date_part('{_UNIT_SPELLINGS.get(u, u)}', {x})"
+    # the year's units of a year BC: PostgreSQL's count (a year has no zero), not DuckDB's
+    return pgfuncs.year_part(u, x) or f"date_part('{_UNIT_SPELLINGS.get(u, u)}', {x})"
 
 
 @_plain(2)
@@ -412,6 +414,7 @@ _TRUNC_UNITS = (frozenset({"microsecond", "microseconds", "us", "usec", "usecs",
                            "year", "years", "y", "yr", "yrs", "decade", "decades", "dec", "decs"})
                 | _SECOND_UNITS)
 _WEEK_UNITS = frozenset({"week", "weeks", "w"})
+_DECADE_UNITS = frozenset({"decade", "decades", "dec", "decs"})
 
 #: The macro :func:`_unit_checked` writes (:data:`TRANSFORM_MACROS`); the types it tells
 #: apart are :data:`_CAST_TYPES`' dates, timestamps and intervals (``_UNIT_TYPES``).
@@ -2318,6 +2321,8 @@ def _date_trunc_text(c: Call, unit, operand: str) -> str:
         x = _unit_checked(x, u, "supported", "i")
     elif u not in _TRUNC_UNITS and u not in _ZONE_UNITS:  # (DuckDB has no zone unit either)
         x = _unit_checked(x, u, "recognized", "dtzi")
+    elif u in _DECADE_UNITS:  # (a decade BC: PostgreSQL's begins a year earlier, DuckDB's rounds to zero)
+        return f"{pgfuncs.TRUNC_DECADE}({x})"
     return f"date_trunc('{_UNIT_SPELLINGS.get(u, u)}', {x})"
 
 
@@ -2411,8 +2416,8 @@ TRANSFORM_MACROS = (
       f"ELSE {name}(s, n, f) END" for name, macro in PAD_MACROS.items()),
     *SPLITTING_MACROS,
     f"CREATE OR REPLACE MACRO {ARRAY_TO_STRING}(a, d) AS CASE WHEN typeof(a) = 'BOOLEAN[]' THEN "
-    "array_to_string([left(CAST(e AS VARCHAR), 1) FOR e IN a], d) WHEN typeof(a) IN ('DOUBLE[]', 'FLOAT[]') THEN "
-    f"array_to_string([{RESERVED_PREFIX}text(e) FOR e IN a], d) WHEN typeof(a) LIKE 'DECIMAL%' THEN "
+    f"array_to_string([left(CAST(e AS VARCHAR), 1) FOR e IN a], d) WHEN typeof(a) IN {pgfuncs.TEXT_ELEMENTS} "
+    f"THEN array_to_string([{RESERVED_PREFIX}text(e) FOR e IN a], d) WHEN typeof(a) LIKE 'DECIMAL%' THEN "
     "error('array_to_string() of numeric elements is not supported by colmz (PostgreSQL prints each element''s "
     "own scale)') ELSE array_to_string(a, d) END",
     f"CREATE OR REPLACE MACRO {ARRAY_ROWS}(x) AS CASE WHEN list_bool_and([e IS NULL OR len(e) = 0 FOR e IN x]) "

@@ -53,7 +53,7 @@ from colmz.sql.numeric import (
     wide_decimal,
 )
 from colmz.sql.parse import item_names
-from colmz.sql.pgfuncs import INTERVAL_OUT
+from colmz.sql.pgfuncs import DATETIME_TEXT, INTERVAL_OUT
 from colmz.sql.tokens import (
     check_nesting,
     closing,
@@ -706,6 +706,7 @@ def _text_macro(name: str, double: str, extra: str = "") -> str:
         "WHEN typeof(x) = 'BLOB' THEN error('the text of a bytea is not supported by colmz "
         "(PostgreSQL prints it as \\x and hex digits, DuckDB escapes bytes)') "
         f"WHEN typeof(x) = 'INTERVAL' THEN {INTERVAL_TEXT}(TRY_CAST(x AS INTERVAL)) "
+        f"WHEN typeof(x) IN ('DATE', 'TIMESTAMP', 'TIMESTAMP WITH TIME ZONE') THEN {DATETIME_TEXT}(x) "
         f"WHEN {wide_decimal('typeof(x)')} THEN {WIDE_DECIMAL_REFUSAL} "
         f"WHEN typeof(x) LIKE 'DECIMAL%' THEN {DECIMAL_TEXT}(x) "
         "ELSE CAST(x AS \"varchar\") END")
@@ -794,7 +795,7 @@ def _pg_boolean(x: str) -> str:
 
 
 _KEPT_TEXT_TYPES = type_words("integer", "bigint", "smallint", "text", "boolean", upper=True) | {
-    "DATE", "TIMESTAMP", "TIMESTAMPTZ", "INTERVAL", "UUID", "BYTEA", "JSON", "JSONB"}
+    "INTERVAL", "UUID", "BYTEA", "JSON", "JSONB"}  # (a date's or timestamp's text BC is not DuckDB's)
 
 
 def cast_rewrite(c: Call, x: Expression, target: str) -> str | None:

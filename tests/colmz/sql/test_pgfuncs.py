@@ -458,3 +458,24 @@ def test_views_of_them_are_postgresqls():
                 assert views_equal_postgres(conn, tables, [body], script) == 4
             finally:
                 conn.close()
+
+
+# ----------------------------------------------------------------------------- years BC
+
+
+@SETTINGS
+@given(days=st.integers(-800_000, 800_000), micros=st.integers(0, 86_400_000_000 - 1),
+       unit=st.sampled_from(["year", "decade", "century", "millennium", "isoyear"]))
+def test_years_bc_as_postgresql(pg, days, micros, unit):
+    # a date, timestamp and timestamptz some days before or after 0001-01-01 (years BC and
+    # AD): their text, the year's units of each and the decade each is truncated to
+    d = f"(DATE '0001-01-01' + {days})"
+    ts = f"({d} + interval '{micros} microseconds')"
+    sql = (f"SELECT {d}::text AS a, {ts}::text AS b, {ts}::timestamptz::text AS c, extract({unit} FROM {d}) AS e, "
+           f"extract({unit} FROM {ts}) AS f, extract({unit} FROM {ts}::timestamptz) AS g, "
+           f"date_part('{unit}', {ts}) AS h, date_trunc('decade', {ts})::text AS i, "
+           f"date_trunc('decade', {ts}::timestamptz)::text AS j")
+    want = pg.execute(sql).fetchone()
+    got = colmz.Catalog().sql(sql).to_pylist()[0]
+    assert list(got.values()) == [float(w) if k == "h" else int(w) if k in "efg" else w
+                                  for k, w in zip("abcefghij", want)], sql
