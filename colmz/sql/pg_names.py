@@ -89,9 +89,9 @@ DUCKDB_TYPES = frozenset({
     "datetime", "timestamp_s", "timestamp_ms", "timestamp_ns", "timestamptz_ns", "bitstring",
 })
 #: Functions DuckDB has more overloads of than PostgreSQL (``max(v, n)``, one-argument
-#: ``string_agg``): a call of one has its argument count checked.
-_ARITY_WATCHED = frozenset({"max", "min", "string_agg", "arg_max", "arg_min", "round", "trunc", "left",
-                            "right", "log", "concat_ws", "array_agg", "count", "sum", "avg"})
+#: ``string_agg``): a call of one with (True) or without (False) a comma among its
+#: arguments has its argument count checked.
+_ARITY_WATCHED = {"max": True, "min": True, "string_agg": False}  # (a comma: more arguments than PG's)
 #: Words whose presence in a text means it may hold a construct checked here (upper case);
 #: any call word not in FUNCTIONS or KEYWORD_CALLS triggers the walk too.
 _TRIGGER_WORDS = frozenset({
@@ -308,14 +308,32 @@ def may_hold(sql: str, toks) -> bool:
         return True
     for i, t in enumerate(toks):
         if t.kind == "word":
-            if t.upper in _TRIGGER_WORDS and not (t.upper == "FROM" and i):
+            if t.upper in _TRIGGER_WORDS and not (t.upper == "FROM" and i) and not (
+                    t.upper == "ALL" and (not i or toks[i - 1].upper != "BY")):
                 return True
             name = t.name.lower()
             if name in DUCKDB_TYPES and i and (toks[i - 1].text == "::" or toks[i - 1].upper == "AS"):
                 return True
             if i + 1 < len(toks) and toks[i + 1].text == "(" and (
-                    name in _ARITY_WATCHED or (name not in FUNCTIONS and name not in KEYWORD_CALLS)):
+                    (name not in FUNCTIONS and name not in KEYWORD_CALLS)
+                    or (name in _ARITY_WATCHED and _has_comma(toks, i + 1) == _ARITY_WATCHED[name])):
                 return True
         elif t.text in _TRIGGER_TEXTS or (t.text == "." and i + 2 < len(toks) and toks[i + 2].text == "("):
+            return True
+    return False
+
+
+def _has_comma(toks, open_at: int) -> bool:
+    # whether the parentheses opened at toks[open_at] hold a comma at their own depth
+    depth = 0
+    for k in range(open_at, len(toks)):
+        text = toks[k].text
+        if text == "(":
+            depth += 1
+        elif text == ")":
+            depth -= 1
+            if depth == 0:
+                return False
+        elif text == "," and depth == 1:
             return True
     return False
