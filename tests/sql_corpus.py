@@ -2674,4 +2674,52 @@ QUERIES = [
     ('bc_fail_float_avg_overflow', "SELECT avg(f) AS a FROM (VALUES (1e308::float8), (1::float8)) v(f)"),
     ('bc_fail_float_variance_overflow', "SELECT k, var_samp(f) AS a FROM (VALUES (1, 1e200::float8), (1, -1e200::float8), "
      "(2, 1::float8)) v(k, f) GROUP BY k"),
+    # DuckDB's own functions, operators and syntax (colmz.sql.pg_names): PostgreSQL's error
+    ('pgonly_fail_strlen', "SELECT strlen('abc')"),
+    ('pgonly_fail_ifnull', 'SELECT ifnull(1, 2)'),
+    ('pgonly_fail_list_value', 'SELECT list_value(1, 2)'),
+    ('pgonly_fail_contains', "SELECT contains('abc', 'b')"),
+    ('pgonly_fail_any_value', 'SELECT any_value(1)'),
+    ('pgonly_fail_first', 'SELECT first(1)'),
+    ('pgonly_fail_median', 'SELECT median(2.5)'),
+    ('pgonly_fail_list', 'SELECT list(1)'),
+    ('pgonly_fail_count_if', 'SELECT count_if(true)'),
+    ('pgonly_fail_product', 'SELECT product(2)'),
+    ('pgonly_fail_histogram', 'SELECT histogram(1)'),
+    ('pgonly_fail_string_agg_one', "SELECT string_agg('a')"),
+    ('pgonly_fail_max_two', 'SELECT max(1, 2)'),
+    ('pgonly_fail_range_table', 'SELECT * FROM range(3)'),
+    ('pgonly_fail_columns', "SELECT COLUMNS('id') FROM people"),
+    ('pgonly_fail_method_call', "SELECT 'abc'.upper()"),
+    ('pgonly_fail_column_method', 'SELECT name.upper() FROM people'),
+    ('pgonly_fail_list_literal', 'SELECT [1, 2]'),
+    ('pgonly_fail_integer_division', 'SELECT 7 // 2'),
+    ('pgonly_fail_power_stars', 'SELECT 2 ** 3'),
+    ('pgonly_fail_qualify', 'SELECT id FROM people QUALIFY row_number() OVER () = 1'),
+    ('pgonly_fail_group_by_all', 'SELECT city, count(*) FROM people GROUP BY ALL'),
+    ('pgonly_fail_group_by_all_ordered', 'SELECT city FROM people GROUP BY ALL ORDER BY city'),
+    ('pgonly_fail_order_by_all', 'SELECT id, name FROM people ORDER BY ALL'),
+    ('pgonly_fail_star_exclude', 'SELECT * EXCLUDE (id) FROM people'),
+    ('pgonly_fail_star_replace', 'SELECT * REPLACE (id + 1 AS id) FROM people'),
+    ('pgonly_fail_limit_percent', 'SELECT id FROM people LIMIT 10%'),
+    ('pgonly_fail_using_sample', 'SELECT id FROM people USING SAMPLE 10%'),
+    ('pgonly_fail_filter_without_where', 'SELECT count(*) FILTER (age > 1) FROM people'),
+    ('pgonly_fail_asof_join', 'SELECT * FROM people p ASOF JOIN orders o ON p.id >= o.person_id'),
+    ('pgonly_fail_positional_join', 'SELECT * FROM people p POSITIONAL JOIN orders o'),
+    ('pgonly_fail_semi_join', 'SELECT * FROM people p SEMI JOIN orders o ON p.id = o.person_id'),
+    ('pgonly_fail_anti_join', 'SELECT * FROM people p ANTI JOIN orders o ON p.id = o.person_id'),
+    ('pgonly_fail_pivot', "SELECT * FROM people PIVOT (count(*) FOR city IN ('x'))"),
+    ('pgonly_fail_hugeint', 'SELECT 1::HUGEINT'),
+    ('pgonly_fail_ubigint', 'SELECT CAST(1 AS ubigint)'),
+    # PostgreSQL's syntax DuckDB reads as its own functions: still answered
+    ('pgonly_syntax_functions', "SELECT extract(year FROM joined) AS y, substring(name FROM 1 FOR 2) AS s, "
+                                "position('a' IN name) AS p, overlay(name PLACING 'x' FROM 1) AS o, "
+                                "trim(both 'A' FROM name) AS t, name LIKE 'A%' AS l, name ILIKE 'a%' AS i, "
+                                "name ~ 'A' AS r, name || '!' AS c, coalesce(age, 0) AS a, nullif(age, 1) AS n, "
+                                "greatest(age, 1) AS g, least(age, 2) AS e, age IS DISTINCT FROM 3 AS d "
+                                "FROM people ORDER BY id"),
+    ('pgonly_array_syntax', "SELECT (ARRAY[1, 2, 3])[2] AS a, (ARRAY[1, 2, 3])[1:2] AS b, ARRAY[[1, 2], [3, 4]] AS c, "
+                            "ROW(1, 2) = ROW(1, 2) AS d, 2 = ANY(ARRAY[1, 2]) AS e, count(*) FILTER (WHERE true) AS f"),
+    ('pgonly_table_functions', 'SELECT x, u FROM generate_series(1, 2) x, unnest(ARRAY[3]) u ORDER BY x'),
+    ('pgonly_set_and_modulo', 'SELECT id % 2 AS m FROM people UNION ALL SELECT 1 ORDER BY m LIMIT 3'),
 ]

@@ -853,7 +853,9 @@ class _Planner(JoinLowering, SubqueryLowering, ReduceLowering, SetOpLowering, Wi
         rn = identifier("__rn")
         bound = f"{rn} > {offset}" + ("" if limit is None else f" AND {rn} <= {offset + limit}")
         part = f"PARTITION BY {', '.join(identifier(g) for g in group)} " if group else ""
-        sql = (f"SELECT * EXCLUDE ({rn}) FROM (SELECT *, row_number() OVER ({part}ORDER BY {order}) AS {rn} "
+        # (the input's columns listed, not DuckDB's * EXCLUDE: translate reads PostgreSQL's SQL)
+        cols = ", ".join(identifier(c.name) for c in node.schema)
+        sql = (f"SELECT {cols} FROM (SELECT *, row_number() OVER ({part}ORDER BY {order}) AS {rn} "
                f"FROM {INPUT_RELATION}) WHERE {bound}")
         what = f"order_by=[{order}] limit={limit} offset={offset}"
         return SqlTopK(node.schema, node, group, (("top", what),), self.checked_sql(sql, node.schema, group, "ORDER BY"))

@@ -53,6 +53,7 @@ from colmz.sql.numeric import (
     wide_decimal,
 )
 from colmz.sql.parse import item_names
+from colmz.sql.pg_names import check_postgres_names, may_hold
 from colmz.sql.pgfuncs import DATETIME_TEXT, INTERVAL_OUT
 from colmz.sql.tokens import (
     check_nesting,
@@ -180,6 +181,12 @@ def translate(sql: str, relations: Relations = ()) -> str:
     was_spelled = spelled is not sql
     if was_spelled:
         sql, toks = spelled, tokenize(spelled)
+    if may_hold(sql, toks):  # DuckDB's own functions and syntax: PostgreSQL's errors
+        try:
+            stmts = parse_tree(sql)
+        except SQLError:
+            stmts = ()
+        check_postgres_names(sql, toks, stmts)
     out = apply_transforms(sql, toks, relations)
     if was_spelled:
         refuse_spelled(out)  # a spelled operator no rule took

@@ -104,7 +104,7 @@ def test_array_slices_are_postgresqls(con):
                        ("SELECT (ARRAY[1])[:random() * 2]", "volatile call")]:
         with pytest.raises(UnsupportedSQL, match=match):
             translate(sql)
-    with pytest.raises(SQLError, match="array subscript must have type integer"):
+    with pytest.raises(SQLError, match=r'syntax error at or near "\["'):  # PostgreSQL's words
         translate("SELECT (ARRAY[1])[[]:1]")
 
 
@@ -116,8 +116,8 @@ def test_float_and_bytea_types_are_read_off_the_tree(con):
                             r"CAST('\x0aff' AS bytea), 'ab'::bytea")).fetchall()
     assert got == [(True, True, b"\n\xff", b"ab")]
     assert translate("SELECT x AS float FROM t") == "SELECT x AS float FROM t"
-    assert con.sql(translate("SELECT typeof(z::float(24)), typeof(CAST(z AS float(25))) FROM (SELECT 1.5 AS z)")
-                   ).fetchall() == [("FLOAT", "DOUBLE")]
+    inner = translate("SELECT z::float(24) AS a, CAST(z AS float(25)) AS b FROM (SELECT 1.5 AS z)")
+    assert con.sql(f"SELECT typeof(a), typeof(b) FROM ({inner})").fetchall() == [("FLOAT", "DOUBLE")]
     with pytest.raises(UnsupportedSQL, match="cast to bytea of anything but a string literal"):
         translate("SELECT CAST(b AS bytea) FROM t")
 
@@ -156,9 +156,12 @@ def test_float_casts_of_text_past_the_range_raise():
 
 
 def test_varchar_n_truncates_and_float_p_is_real():
+    import pyarrow as pa
+
     got = _cat().sql("SELECT 'abcd'::varchar(2) AS a, CAST(name AS character varying(3)) AS b, "
-                     "typeof(1.5::float(24)) AS c, typeof(1.5::float(25)) AS d FROM p WHERE id = 1")
-    assert got.to_pylist() == [{"a": "ab", "b": "Ali", "c": "FLOAT", "d": "DOUBLE"}]
+                     "1.5::float(24) AS c, 1.5::float(25) AS d FROM p WHERE id = 1")
+    assert got.to_pylist() == [{"a": "ab", "b": "Ali", "c": 1.5, "d": 1.5}]
+    assert [f.type for f in got.schema][2:] == [pa.float32(), pa.float64()]
     assert _cat().sql("SELECT 1::float(3)").column_names == ["float4"]
 
 

@@ -54,7 +54,7 @@ def test_fold_gives_postgresqls_digits_and_scale(expr, text):
     ("SELECT (1 + 2.0::float8)::text", "3"), ("SELECT (7 / 2)::text", "3"),
     ("SELECT round(7 / 2.0, 2)::text", "3.50"), ("SELECT (-7 / 2.0)::text", "-3.5000000000000000"),
     ("SELECT (1e5)::text", "100000"), ("SELECT (1.5e-7)::text", "0.00000015"),
-    ("SELECT (1e100::float8)::text", "1e+100"), ("SELECT (a[1])::text FROM (SELECT [2.5] AS a) s", "2.5"),
+    ("SELECT (1e100::float8)::text", "1e+100"), ("SELECT (a[1])::text FROM (SELECT ARRAY[2.5] AS a) s", "2.5"),
 ])
 def test_fold_replaces_only_whole_constant_expressions(sql, want):
     assert run(sql) == [(want,)]
@@ -199,9 +199,9 @@ def test_concatenation_prints_operands_as_postgresql():
     assert run("SELECT ARRAY[1, 2] || ARRAY[3]") == [([1, 2, 3],)]  # arrays stay arrays
     assert translate("SELECT 'a' || x || upper(y) || 'b'") == "SELECT 'a' || __colmz_text(x) || __colmz_upper(y) || 'b'"
     with pytest.raises(UnsupportedSQL, match="array"):
-        run("SELECT 'a' || x FROM (SELECT [1, 2] AS x)")
+        run("SELECT 'a' || x FROM (SELECT ARRAY[1, 2] AS x)")
     with pytest.raises(UnsupportedSQL, match="bytea"):  # PostgreSQL prints \x and hex digits
-        run("SELECT x::text FROM (SELECT 'ab'::BLOB AS x)")
+        run("SELECT x::text FROM (SELECT 'ab'::bytea AS x)")
 
 
 def test_text_of_a_numeric_computed_as_double_is_refused():
