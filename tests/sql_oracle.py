@@ -220,6 +220,22 @@ def same(a, b) -> bool:
     return a == b
 
 
+def bag(rows) -> list[tuple]:
+    """Rows as a sorted list of normalized tuples: a bag to compare with :func:`bags_equal`."""
+    return sorted((tuple(norm(x) for x in r) for r in rows), key=repr)
+
+
+def bags_equal(a: list[tuple], b: list[tuple]) -> bool:
+    """Equal bags of rows, values compared by :func:`same`."""
+    rest = list(b)
+    for x in a:
+        i = next((i for i, y in enumerate(rest) if same(x, y)), None)
+        if i is None:
+            return False
+        del rest[i]
+    return not rest
+
+
 def ordered(sql: str) -> bool:
     """Whether a top-level ORDER BY (after the last closing parenthesis) fixes the row order."""
     return " ORDER BY " in sql.upper().rsplit(")", 1)[-1]

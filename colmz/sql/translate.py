@@ -330,15 +330,7 @@ def _argument_word(toks, open_at: int, *words: str) -> int | None:
     # the position of the first of ``words`` among the arguments of the call whose "(" is
     # toks[open_at] (at its own depth: not in a call or subquery inside them); None when
     # there is none
-    depth = 0
-    for i in range(open_at, len(toks)):
-        t = toks[i]
-        depth += (t.text == "(") - (t.text == ")")
-        if depth == 0:
-            return None
-        if depth == 1 and t.upper in words:
-            return i
-    return None
+    return next((i for i in top_level(toks, open_at + 1) if toks[i].upper in words), None)
 
 
 def _check_distinct_order(d: Query, sql: str) -> None:

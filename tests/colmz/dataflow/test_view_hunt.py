@@ -21,7 +21,7 @@ key) are not here: either answer would be right.
 from __future__ import annotations
 
 import pytest
-from sql_oracle import jsonb_text_connection, norm, require, same
+from sql_oracle import bag, bags_equal, jsonb_text_connection, require
 
 import colmz
 
@@ -147,19 +147,6 @@ def pgj():
     conn.close()
 
 
-def rows(rows) -> list[tuple]:
-    return sorted((tuple(norm(x) for x in r) for r in rows), key=repr)
-
-
-def bags_equal(a: list[tuple], b: list[tuple]) -> bool:
-    """Equal bags of rows, values compared by ``sql_oracle.same``."""
-    rest = list(b)
-    for x in a:
-        i = next((i for i, y in enumerate(rest) if same(x, y)), None)
-        if i is None:
-            return False
-        del rest[i]
-    return not rest
 
 
 @pytest.mark.parametrize("script", sorted(SCRIPTS))
@@ -182,7 +169,7 @@ def test_views_equal_postgresql(pgj, script):
             got = cat.sql(f"SELECT * FROM v{i}")
             cur = pgj.execute(f"SELECT * FROM v{i}")
             assert got.column_names == [d.name for d in cur.description], b
-            assert bags_equal(rows(zip(*(c.to_pylist() for c in got.columns))), rows(cur.fetchall())), (b, commit)
+            assert bags_equal(bag(zip(*(c.to_pylist() for c in got.columns))), bag(cur.fetchall())), (b, commit)
             compared += 1
     assert compared == len(BODIES) * (len(SCRIPTS[script]) + 1)
 

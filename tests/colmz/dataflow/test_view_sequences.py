@@ -35,7 +35,7 @@ import updates_strategies as us
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 from reference_models import catalogs
-from sql_oracle import jsonb_text_connection, norm, require, same
+from sql_oracle import bag, bags_equal, jsonb_text_connection, require
 from test_maintained import TABLES, check_equal, contents, insert, run
 
 import colmz
@@ -289,21 +289,6 @@ def pg():
     conn = jsonb_text_connection()
     yield conn
     conn.close()
-
-
-def bag(rows) -> list[tuple]:
-    return sorted((tuple(norm(x) for x in r) for r in rows), key=repr)
-
-
-def bags_equal(a: list[tuple], b: list[tuple]) -> bool:
-    """Equal bags of rows, values compared by ``sql_oracle.same``."""
-    rest = list(b)
-    for x in a:
-        i = next((i for i, y in enumerate(rest) if same(x, y)), None)
-        if i is None:
-            return False
-        del rest[i]
-    return not rest
 
 
 def check_postgres(conn, bodies: list[str], sequence: list[str]) -> None:
