@@ -173,10 +173,11 @@ class Catalog:
         (0: never), so reopening reads each object's contents rather than its history.
     external_access : bool, default True
         ``False`` runs the catalog's DuckDB connection with ``enable_external_access``
-        off (and, as every colmz connection, its configuration locked): a query can then
-        read only the catalog's objects -- no ``read_csv``, ``glob``, ``COPY``, ``ATTACH``.
-        With the default, as in DuckDB, a query can read any local file the process can:
-        pass ``False`` where the SQL comes from someone who should not.
+        off (and, as every colmz connection, its configuration locked), so nothing run on
+        it reaches the file system -- no ``read_csv``, ``glob``, ``COPY``, ``ATTACH``. A
+        user's query cannot name DuckDB's file functions either way (they are not
+        PostgreSQL's: ``function read_csv(unknown) does not exist``); pass ``False`` where
+        the SQL comes from someone who should not reach files, as a second wall.
     views : {"incremental", "recompute"}, default "incremental"
         How materialized views are maintained (``colmz.dataflow.maintained.MODES``):
         ``"incremental"`` feeds each commit's changes through the view's operators

@@ -946,7 +946,7 @@ class SubqueryLowering:
         names = [c.name for c in both]
         value = cols[len(keys)][1]
         items = [(placeholder(i), c.name) for i, c in enumerate(node.schema)]
-        items.append((f"coalesce({placeholder(names.index(value))}, list_value())", value))
+        items.append((f"coalesce({placeholder(names.index(value))}, ARRAY[])", value))
         return self.sql_segment(join, (), items, [text]), value
 
     def at_most_one(self, rows: Node, text: str) -> Node:

@@ -187,7 +187,7 @@ def test_dataflow_and_recompute_give_the_same_batches(cat):
 def test_a_dataflow_subscription_reads_only_the_changes():
     cat = colmz.Catalog()
     cat.execute("CREATE TABLE t (k BIGINT, v BIGINT)")
-    cat.execute("INSERT INTO t SELECT i % 100, i FROM range(20000) r(i)")
+    cat.execute("INSERT INTO t SELECT i % 100, i FROM generate_series(0, 19999) r(i)")
     fast = cat.subscribe("SELECT k, sum(v) AS s FROM t GROUP BY k")
     slow = cat.subscribe("SELECT k + (SELECT 0) AS k, sum(v) AS s FROM t GROUP BY k + (SELECT 0)")
     list(fast), list(slow)
