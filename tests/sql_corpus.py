@@ -2722,4 +2722,31 @@ QUERIES = [
                             "ROW(1, 2) = ROW(1, 2) AS d, 2 = ANY(ARRAY[1, 2]) AS e, count(*) FILTER (WHERE true) AS f"),
     ('pgonly_table_functions', 'SELECT x, u FROM generate_series(1, 2) x, unnest(ARRAY[3]) u ORDER BY x'),
     ('pgonly_set_and_modulo', 'SELECT id % 2 AS m FROM people UNION ALL SELECT 1 ORDER BY m LIMIT 3'),
+    # string_agg of a value whose type the text shows is not text: PostgreSQL has no such function
+    ('odds_fail_string_agg_date', "SELECT string_agg(DATE '2020-01-01', ',')"),
+    ('odds_fail_string_agg_int', "SELECT string_agg(1, ',')"),
+    ('odds_fail_string_agg_numeric', "SELECT string_agg(1.5, ',')"),
+    ('odds_fail_string_agg_cast', "SELECT string_agg(id::int, ',') FROM people"),
+    ('odds_fail_string_agg_timestamp', "SELECT string_agg(ts::timestamp, status) FROM orders"),
+    ('odds_fail_string_agg_boolean', 'SELECT string_agg(true, NULL)'),
+    ('odds_string_agg_text', "SELECT string_agg(name::varchar(10), ',' ORDER BY id) AS s, string_agg('a'::text, '') AS t "
+                             "FROM people"),
+    # pg_catalog's functions as the unqualified ones
+    ('odds_pg_catalog_calls', "SELECT pg_catalog.upper('a') AS u, pg_catalog.lower(name) AS l, pg_catalog.length(name) "
+                              "AS n FROM people ORDER BY id"),
+    ('odds_pg_catalog_aggregate', 'SELECT pg_catalog.count(*) AS n, pg_catalog.max(age) AS m FROM people'),
+    ('odds_pg_catalog_series', 'SELECT x FROM pg_catalog.generate_series(1, 3) x ORDER BY x'),
+    # the parts of an infinite date or timestamp: an infinity (date_part's double) or NULL
+    ('odds_date_part_infinity', "SELECT date_part('year', 'infinity'::date) AS y, date_part('month', 'infinity'::date) "
+                                "AS m, date_part('epoch', '-infinity'::date) AS e, date_part('decade', "
+                                "'-infinity'::timestamp) AS d, date_part('julian', 'infinity'::timestamp) AS j, "
+                                "date_part('century', 'infinity'::timestamp) AS c, date_part('hour', "
+                                "'infinity'::timestamp) AS h"),
+    ('odds_extract_infinity_null', "SELECT extract(month FROM 'infinity'::timestamp) AS m, "
+                                   "extract(day FROM '-infinity'::date) AS d"),
+    ('odds_extract_infinity_refused', "SELECT extract(year FROM 'infinity'::timestamp) AS y"),
+    # chr() of a series of integers (an integer, as in PostgreSQL)
+    ('odds_chr_of_series', 'SELECT chr(97 + i % 3) AS c FROM generate_series(1, 5) g(i)'),
+    ('odds_chr_of_series_as', 'SELECT chr(i) AS c FROM generate_series(97, 99) AS g (i) ORDER BY c'),
+    ('odds_fail_series_int_overflow', 'SELECT i * 1000000000 FROM generate_series(1, 3) g(i)'),
 ]

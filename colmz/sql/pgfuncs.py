@@ -94,6 +94,9 @@ __all__ = [
     "DATETIME_TEXT",
     "ERROR_MESSAGES",
     "FUNCTIONS",
+    "INFINITE_PART",
+    "INFINITE_REFUSED",
+    "INFINITE_UNITS",
     "INTERVAL_DIV",
     "INTERVAL_MUL",
     "INTERVAL_OF_SUMS",
@@ -113,6 +116,7 @@ __all__ = [
     "decode",
     "encode",
     "get_byte",
+    "infinite_part",
     "interval_cmp_key",
     "interval_div",
     "interval_mul",
@@ -1337,6 +1341,35 @@ _MAKE_YEAR, _MAKE_YEAR_TZ = P + "make_year", P + "make_year_tz"  # (DuckDB's tim
 _MAKE_FUNCTIONS = ("make_date", "make_timestamp", "make_timestamptz")
 
 
+#: The units whose value PostgreSQL gives for an infinite date or timestamp: its sign's
+#: infinity (``src/backend/utils/adt/timestamp.c``: NonFiniteTimestampTzPart, monotonic units);
+#: every other unit is NULL there, as DuckDB's date_part of an infinity is.
+INFINITE_UNITS = frozenset({*_YEAR_UNITS, "epoch", "julian", "j"})
+#: ``{INFINITE_PART}(p, x)``: ``p``, the part of ``x`` DuckDB gives (a double), or, where
+#: it is NULL for a value (an infinity), PostgreSQL's infinity of ``x``'s sign.
+#: ``{INFINITE_REFUSED}(p, x)``: ``p``, refused where it is NULL for a value (extract's
+#: numeric infinity, which DuckDB's DECIMAL lacks).
+INFINITE_PART = P + "infinite_part"
+INFINITE_REFUSED = P + "infinite_refused"
+
+
+def infinite_part(unit: str, part: str, x: str, exact: bool) -> str:
+    """``part`` (DuckDB's text of the ``unit`` of ``x``) as PostgreSQL gives it of an
+    infinite ``x``: ``date_part``'s (a double) infinity of ``x``'s sign, ``extract``'s
+    (``exact``, a numeric) refused; ``part`` itself for a unit that is NULL of an infinity.
+
+    >>> from colmz.sql import connect
+    >>> connect().sql("SELECT " + infinite_part("year", "date_part('year', x)", "x", False)
+    ...               + " FROM (VALUES (DATE '-infinity'), (DATE '2020-01-01')) v(x)").fetchall()
+    [(-inf,), (2020.0,)]
+    >>> infinite_part("month", "p", "x", False)
+    'p'
+    """
+    if unit not in INFINITE_UNITS:
+        return part
+    return f"{INFINITE_REFUSED if exact else INFINITE_PART}({part}, {x})"
+
+
 def year_part(unit: str, x: str) -> str | None:
     """The DuckDB text of PostgreSQL's ``extract(unit FROM x)`` (a ``BIGINT``, as DuckDB's
     ``date_part``) when ``unit`` is one of the year's (year, decade, century, millennium,
@@ -1402,6 +1435,11 @@ _NUMERIC_ELEMENTS = ("array_to_string() of numeric elements is not supported by 
 #: elements equal to ``n`` are NULL (none when ``n`` is NULL).
 _PART_MONTHS, _PART_DAYS, _PART_MICROS = INTERVAL_PARTS
 MACROS = (
+    f"CREATE OR REPLACE MACRO {INFINITE_PART}(p, x) AS CASE WHEN p IS NOT NULL OR x IS NULL THEN p "
+    "WHEN starts_with(CAST(x AS VARCHAR), '-') THEN CAST('-infinity' AS DOUBLE) ELSE CAST('infinity' AS DOUBLE) END",
+    f"CREATE OR REPLACE MACRO {INFINITE_REFUSED}(p, x) AS CASE WHEN p IS NULL AND x IS NOT NULL THEN "
+    "error('extract() of an infinite date or timestamp is not supported by colmz (PostgreSQL''s is a numeric "
+    "infinity, which DuckDB''s DECIMAL has not)') ELSE p END",
     f"CREATE OR REPLACE MACRO {_PART_MONTHS}(x) AS datepart('year', x) * 12 + datepart('month', x)",
     f"CREATE OR REPLACE MACRO {_PART_DAYS}(x) AS datepart('day', x)",
     f"CREATE OR REPLACE MACRO {_PART_MICROS}(x) AS datepart('hour', x) * 3600000000 + datepart('minute', x) * 60000000 "
@@ -1546,7 +1584,9 @@ def date_part(c):
     divisor = _FRACTION_UNITS.get(unit.text.lower())
     if divisor is not None:
         return f"CAST(date_part('microsecond', {c.args[1]}) / {divisor} AS DOUBLE)"
-    return f"CAST({year_part(unit.text.lower(), c.args[1]) or f'date_part({c.args[0]}, {c.args[1]})'} AS DOUBLE)"
+    u = unit.text.lower()
+    part = f"CAST({year_part(u, c.args[1]) or f'date_part({c.args[0]}, {c.args[1]})'} AS DOUBLE)"
+    return infinite_part(u, part, c.args[1], False)
 
 
 

@@ -368,7 +368,8 @@ def _extract(c: Call) -> str | None:
     if u in _SECOND_UNITS or u in _MILLI_UNITS:
         return f"(date_part('microsecond', {x}) / {'1000000.0' if u in _SECOND_UNITS else '1000.0'})"
     # the year's units of a year BC: PostgreSQL's count (a year has no zero), not DuckDB's
-    return pgfuncs.year_part(u, x) or f"date_part('{_UNIT_SPELLINGS.get(u, u)}', {x})"
+    part = pgfuncs.year_part(u, x) or f"date_part('{_UNIT_SPELLINGS.get(u, u)}', {x})"
+    return pgfuncs.infinite_part(u, part, c.args[1], True)
 
 
 @_plain(2)
@@ -559,8 +560,17 @@ def _sign(c: Call) -> str:
 def _generate_series(c: Call) -> str | None:
     if c.table:  # a FROM item (its span the call): DuckDB's table function of the same bounds
         n = c.node
-        return None if n.filter is not None or n.order_by or n.distinct else \
-            f"generate_series({', '.join(_series_bounds(c))})"
+        if n.filter is not None or n.order_by or n.distinct:
+            return None
+        series = f"generate_series({', '.join(_series_bounds(c))})"
+        # PostgreSQL's series of integers is an integer (DuckDB's a BIGINT, which chr() and
+        # an int4's overflow read otherwise): of integer literals, its values cast back, in a
+        # subquery whose column the alias's column list names (without one, the alias would
+        # name the subquery's row, not its column as in PostgreSQL)
+        if all(_known_type(a, c.text) == "integer" for a in c.arguments) \
+                and _COLUMN_LIST_ALIAS.match(c.text, n.end):
+            return f"(SELECT CAST(generate_series AS INTEGER) AS generate_series FROM {series})"
+        return series
     if not c.plain:
         return None
     if c.inside:
@@ -569,6 +579,10 @@ def _generate_series(c: Call) -> str | None:
     # A set-returning function in PostgreSQL (a row per value); DuckDB's scalar
     # generate_series returns one list, which unnest spreads into those rows.
     return f"unnest(generate_series({', '.join(_series_bounds(c))}))"
+
+
+#: A FROM item's alias with a column list, as it follows the item: ``g(i)``, ``AS g (i)``.
+_COLUMN_LIST_ALIAS = re.compile(r'\s*(?:AS\s+)?(?:"(?:[^"]|"")+"|[A-Za-z_][A-Za-z_0-9$]*)\s*\(', re.I)
 
 
 def _series_bounds(c: Call) -> list[str]:
@@ -623,10 +637,46 @@ SPLITTING_MACROS = (
 )
 
 
+#: PostgreSQL's names of the types a cast gives that are neither text nor bytea (by the
+#: cast's type as written, its first word): string_agg has no form of them.
+_NOT_TEXT_TYPES = {
+    **{w: t for w, t in TYPE_SPELLINGS.items() if t != "text"},
+    "date": "date", "timestamp": "timestamp without time zone", "timestamptz": "timestamp with time zone",
+    "time": "time without time zone", "interval": "interval", "jsonb": "jsonb", "json": "json", "uuid": "uuid",
+}
+
+
+def _known_type(e: Expression, text: str) -> str | None:
+    # PostgreSQL's type of ``e`` where a literal or a cast tells it: "unknown" for a string
+    # literal or NULL, "text" for a cast to text, a type of _NOT_TEXT_TYPES; else None
+    if e.cls == "CONSTANT" and e.literal is not None:
+        kind = e.literal.kind
+        if kind in ("STRING", "NULL_LITERAL"):
+            return "unknown"
+        if kind == "INTEGER":
+            v = e.literal.value
+            return "integer" if -(2**31) <= v < 2**31 else "bigint" if -(2**63) <= v < 2**63 else "numeric"
+        return {"NUMERIC": "numeric", "BOOLEAN": "boolean"}.get(kind)
+    written = _cast_type(e, text)
+    if written is None or "[" in written or written.endswith("array"):
+        return None
+    words = written.split("(")[0].strip()
+    if words in ("timestamp with time zone", "timestamp without time zone", "time with time zone",
+                 "time without time zone"):
+        return words
+    return "text" if TYPE_SPELLINGS.get(words) == "text" else _NOT_TEXT_TYPES.get(words)
+
+
 def _string_agg(c: Call) -> str | None:
     # a NULL delimiter joins with none in PostgreSQL (DuckDB's result is NULL)
     if len(c.arguments) != 2 or c.node.cls != "FUNCTION":
         return None
+    # PostgreSQL's string_agg is of text or bytea: a value of another type known from the
+    # text has no function (DuckDB's casts it to text)
+    value = _known_type(c.arguments[0], c.text)
+    if value not in (None, "unknown", "text"):
+        delimiter = _known_type(c.arguments[1], c.text) or "text"
+        raise SQLError(f"function string_agg({value}, {delimiter}) does not exist")
     if c.plain:
         return f"string_agg({c.args[0]}, coalesce({c.args[1]}, ''))"
     sorted_values = _sorted_distinct(c, [c.args[0]])

@@ -53,6 +53,7 @@ from colmz.sql.numeric import (
     wide_decimal,
 )
 from colmz.sql.parse import item_names
+from colmz.sql.pg_names import FUNCTIONS as PG_FUNCTIONS
 from colmz.sql.pg_names import check_postgres_names, may_hold
 from colmz.sql.pgfuncs import DATETIME_TEXT, INTERVAL_OUT
 from colmz.sql.tokens import (
@@ -177,6 +178,10 @@ def translate(sql: str, relations: Relations = ()) -> str:
     balanced = _balance_concat_chains(sql)
     if balanced is not sql:
         sql, toks = balanced, tokenize(balanced)
+    if "pg_catalog" in low:
+        unqualified = _strip_pg_catalog(sql, toks)
+        if unqualified is not sql:
+            sql, toks = unqualified, tokenize(unqualified)
     spelled = spell_operators(sql, toks)  # jsonb's #>, ?, ... as operators DuckDB parses
     was_spelled = spelled is not sql
     if was_spelled:
@@ -196,6 +201,28 @@ def translate(sql: str, relations: Relations = ()) -> str:
     if _TOKEN_PASS_MARKS.search(out.upper()) is None:
         return out  # nothing the token pass acts on
     return _translate_tokens(out)
+
+
+def _strip_pg_catalog(sql: str, toks) -> str:
+    # ``pg_catalog.f(...)`` of a function PostgreSQL has is its ``f(...)`` (every built-in
+    # function lives in pg_catalog, searched first); DuckDB reads ``pg_catalog`` as a column
+    # and ``f`` as a method on it. A name PostgreSQL lacks keeps its qualifier (its error
+    # names it). The text of the qualifier and its dot go, nothing else.
+    cut = []
+    for i in range(len(toks) - 3):
+        t = toks[i]
+        if t.kind in ("word", "qident") and t.name.lower() == "pg_catalog" and toks[i + 1].text == "." \
+                and toks[i + 2].kind == "word" and toks[i + 3].text == "(" \
+                and toks[i + 2].name.lower() in PG_FUNCTIONS and (i == 0 or toks[i - 1].text != "."):
+            cut.append((t.start, toks[i + 2].start))
+    if not cut:
+        return sql
+    out, at = [], 0
+    for a, b in cut:
+        out.append(sql[at:a])
+        at = b
+    out.append(sql[at:])
+    return "".join(out)
 
 
 #: A time of day written with more than microseconds (in a date, timestamp or time text).

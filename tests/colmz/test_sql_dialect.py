@@ -82,7 +82,8 @@ def test_corpus_against_postgres(both):
                                            ("aggarr_fail", 3), ("err_fail", 10), ("flagg_fail", 9),
                                            ("hunt3_fail", 16), ("wrongt_fail", 15), ("wrongc_fail", 16),
                                            ("hunt4_fail", 21), ("edges_fail", 19),
-                                           ("hunt5_fail", 25), ("bc_fail", 7), ("pgonly_fail", 36)])
+                                           ("hunt5_fail", 25), ("bc_fail", 7), ("pgonly_fail", 36),
+                                           ("odds_fail", 7)])
 def test_errors_are_postgresqls(both, prefix, least):
     # The corpus's jn_fail_* queries (a cast of ->> / #>> text that PostgreSQL refuses),
     # oname_fail_* (an output name where PostgreSQL sees none), tn_fail_* (a text column read
@@ -107,7 +108,8 @@ def test_errors_are_postgresqls(both, prefix, least):
     # call's arguments, a RANGE offset of a type the ORDER BY key's in_range has not) too,
     # bc_fail_* (make_date and make_timestamp of year zero, a float sum or variance overflowing
     # in every order) too, pgonly_fail_* (DuckDB's own functions, operators, syntax and type
-    # names) too.
+    # names) too, odds_fail_* (string_agg of a value a literal or cast shows is not text, an integer
+    # series' int4 overflow) too.
     import psycopg
 
     from colmz.sql import SQLError
