@@ -35,19 +35,31 @@ Design and invariants:
 from __future__ import annotations
 
 import bisect
+import functools
 from importlib import resources
 
 from colmz.sql.errors import SQLError
 from colmz.sql.tree import Expression, Query
 
-__all__ = ["FUNCTIONS", "KEYWORD_CALLS", "OPERATORS", "SYNTAX_FUNCTIONS", "check_postgres_names", "may_hold"]
+__all__ = [
+    "KEYWORD_CALLS", "SYNTAX_FUNCTIONS", "check_postgres_names", "may_hold",
+    "pg_functions", "pg_operators",
+]
 
 
 def _load(name: str) -> list[str]:
     return resources.files("colmz.sql").joinpath(name).read_text().splitlines()
 
 
-def _functions() -> dict[str, tuple[tuple[int, int], ...]]:
+@functools.cache
+def pg_functions() -> dict[str, tuple[tuple[int, int], ...]]:
+    """PostgreSQL's callable functions, each with the argument counts (``(lo, hi)`` ranges)
+    its overloads accept; read from ``pg_functions.txt`` on first use (not at import: every
+    process importing colmz would pay for it).
+
+    >>> pg_functions()["upper"]
+    ((1, 1),)
+    """
     out: dict[str, list[tuple[int, int]]] = {}
     for line in _load("pg_functions.txt"):
         name, lo, hi = line.split()
@@ -55,9 +67,21 @@ def _functions() -> dict[str, tuple[tuple[int, int], ...]]:
     return {k: tuple(v) for k, v in out.items()}
 
 
-#: PostgreSQL's callable functions, each with the argument counts (``(lo, hi)`` ranges) its
-#: overloads accept.
-FUNCTIONS: dict[str, tuple[tuple[int, int], ...]] = _functions()
+@functools.cache
+def pg_operators() -> frozenset[str]:
+    """PostgreSQL's operator names (``pg_operators.txt``), read on first use."""
+    return frozenset(_load("pg_operators.txt"))
+
+
+def __getattr__(name: str):
+    # FUNCTIONS and OPERATORS: the two tables above, as module constants read on first use
+    if name == "FUNCTIONS":
+        return pg_functions()
+    if name == "OPERATORS":
+        return pg_operators()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
 #: Calls PostgreSQL's grammar spells as keywords (not in ``pg_proc``), and Materialize's
 #: functions colmz implements: any argument count (the grammar or colmz checks them).
 KEYWORD_CALLS = frozenset({
@@ -69,8 +93,6 @@ KEYWORD_CALLS = frozenset({
     "not", "and", "or", "case", "when", "then", "else", "between", "like", "ilike", "similar",
     "is", "as", "distinct", "on", "using", "select", "within", "at", "escape", "where", "from",
 })
-#: PostgreSQL's operator names.
-OPERATORS = frozenset(_load("pg_operators.txt"))
 #: DuckDB's functions for PostgreSQL's syntax (a node with one of these names written
 #: without a call word is that syntax's).
 SYNTAX_FUNCTIONS = frozenset({
@@ -93,7 +115,7 @@ DUCKDB_TYPES = frozenset({
 #: arguments has its argument count checked.
 _ARITY_WATCHED = {"max": True, "min": True, "string_agg": False}  # (a comma: more arguments than PG's)
 #: Words whose presence in a text means it may hold a construct checked here (upper case);
-#: any call word not in FUNCTIONS or KEYWORD_CALLS triggers the walk too.
+#: any call word not in pg_functions() or KEYWORD_CALLS triggers the walk too.
 _TRIGGER_WORDS = frozenset({
     "QUALIFY", "ALL", "EXCLUDE", "REPLACE", "RENAME", "SAMPLE", "FILTER", "ASOF", "POSITIONAL",
     "SEMI", "ANTI", "PIVOT", "UNPIVOT", "FROM", "%",
@@ -153,7 +175,7 @@ def check_postgres_names(sql: str, toks, stmts: tuple[Query, ...]) -> None:
                 if t.type == "TABLE_FUNCTION":
                     # a table function's node is placed at its arguments, not its name
                     for f in t.expressions:
-                        if f.cls == "FUNCTION" and f.name and f.name[-1] not in FUNCTIONS:
+                        if f.cls == "FUNCTION" and f.name and f.name[-1] not in pg_functions():
                             names.append((max(f.start, 0), _no_function(f.name[-1], f.children)))
                         tabled.add(id(f))
             for e in query_expressions(d):
@@ -219,7 +241,7 @@ def _check_node(n: Expression, sql, toks, starts, syntax, names, after) -> None:
             names.append((n.start, f'type "{toks[i].name.lower()}" does not exist'))
         return
     if n.start < 0:
-        if n.cls in ("FUNCTION", "WINDOW") and n.name and n.name[-1] not in FUNCTIONS \
+        if n.cls in ("FUNCTION", "WINDOW") and n.name and n.name[-1] not in pg_functions() \
                 and n.name[-1] not in SYNTAX_FUNCTIONS and n.name[-1] not in KEYWORD_CALLS:
             names.append((max(n.start, 0), _no_function(n.name[-1], n.children)))
         return
@@ -253,7 +275,7 @@ def _check_node(n: Expression, sql, toks, starts, syntax, names, after) -> None:
             written = toks[j].name.lower() if toks[j].kind == "word" else toks[j].name
             if written in KEYWORD_CALLS:
                 return
-            ranges = FUNCTIONS.get(written)
+            ranges = pg_functions().get(written)
             if ranges is None:
                 names.append((n.start, _no_function(written, n.children if n.cls != "WINDOW" else ())))
                 return
@@ -268,7 +290,7 @@ def _check_node(n: Expression, sql, toks, starts, syntax, names, after) -> None:
         return
     name = n.name[-1]
     if not name[:1].isalpha() and name[:1] != "_":
-        if name not in OPERATORS and name not in _spelled():
+        if name not in pg_operators() and name not in _spelled():
             types = [_literal_type(a) for a in n.children]
             if None not in types:
                 names.append((n.start, f"operator does not exist: {' '.join(_op_sides(name, types))}"))
@@ -315,7 +337,7 @@ def may_hold(sql: str, toks) -> bool:
             if name in DUCKDB_TYPES and i and (toks[i - 1].text == "::" or toks[i - 1].upper == "AS"):
                 return True
             if i + 1 < len(toks) and toks[i + 1].text == "(" and (
-                    (name not in FUNCTIONS and name not in KEYWORD_CALLS)
+                    (name not in pg_functions() and name not in KEYWORD_CALLS)
                     or (name in _ARITY_WATCHED and _has_comma(toks, i + 1) == _ARITY_WATCHED[name])):
                 return True
         elif t.text in _TRIGGER_TEXTS or (t.text == "." and i + 2 < len(toks) and toks[i + 2].text == "("):

@@ -53,8 +53,7 @@ from colmz.sql.numeric import (
     wide_decimal,
 )
 from colmz.sql.parse import item_names
-from colmz.sql.pg_names import FUNCTIONS as PG_FUNCTIONS
-from colmz.sql.pg_names import check_postgres_names, may_hold
+from colmz.sql.pg_names import check_postgres_names, may_hold, pg_functions
 from colmz.sql.pgfuncs import DATETIME_TEXT, INTERVAL_OUT
 from colmz.sql.tokens import (
     check_nesting,
@@ -213,7 +212,7 @@ def _strip_pg_catalog(sql: str, toks) -> str:
         t = toks[i]
         if t.kind in ("word", "qident") and t.name.lower() == "pg_catalog" and toks[i + 1].text == "." \
                 and toks[i + 2].kind == "word" and toks[i + 3].text == "(" \
-                and toks[i + 2].name.lower() in PG_FUNCTIONS and (i == 0 or toks[i - 1].text != "."):
+                and toks[i + 2].name.lower() in pg_functions() and (i == 0 or toks[i - 1].text != "."):
             cut.append((t.start, toks[i + 2].start))
     if not cut:
         return sql
